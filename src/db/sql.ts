@@ -1,0 +1,13 @@
+/** Quote an identifier (a schema or channel name) for SQL text; values always go as parameters. */
+export function quoteIdent(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+export function quoteLiteral(value: string): string {
+  return `'${value.replaceAll("'", "''")}'`;
+}
+
+/** NOTIFY channels are per schema, so two installations sharing a database never wake each other. */
+export function channels(schema: string): { jobs: string; events: string; alerts: string } {
+  return { jobs: `${schema}.acw_jobs`, events: `${schema}.acw_events`, alerts: `${schema}.acw_alerts` };
+}
