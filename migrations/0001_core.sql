@@ -26,7 +26,7 @@ create table :"schema".jobs (
 create index jobs_due_idx on :"schema".jobs (run_at, id) where status = 'pending';
 create index jobs_lease_idx on :"schema".jobs (lease_expires_at) where status = 'running';
 create index jobs_completed_idx on :"schema".jobs (completed_at) where status = 'completed';
-create index jobs_dead_idx on :"schema".jobs (updated_at) where status = 'dead';
+create index jobs_finished_idx on :"schema".jobs (updated_at) where status in ('dead', 'cancelled');
 create index jobs_event_idx on :"schema".jobs (event_id) where event_id is not null;
 
 create table :"schema".webhook_attempts (

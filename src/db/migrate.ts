@@ -21,7 +21,7 @@ export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.
 export function loadMigrations(dir: string = MIGRATIONS_DIR): Migration[] {
   const files = readdirSync(dir)
     .filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f))
-    .sort();
+    .toSorted();
   return files.map((f) => ({
     id: Number(f.slice(0, 4)),
     name: f.replace(/\.sql$/, ''),

@@ -13,7 +13,7 @@ describe('migrate', () => {
     const results = await Promise.all(Array.from({ length: 5 }, () => migrate(db.pool, { schema: 'public' })));
     const applied = results.flatMap((r) => r.applied);
     const names = loadMigrations().map((m) => m.name);
-    expect(applied.sort()).toEqual(names.sort());
+    expect(applied.toSorted()).toEqual(names.toSorted());
     const { rows } = await db.pool.query('select id, count(*)::int as n from acw_migrations group by id');
     expect(rows.every((r: { n: number }) => r.n === 1)).toBe(true);
     expect(await migrationStatus(db.pool, 'public')).toEqual({ pending: [], unknown: [] });

@@ -1,0 +1,39 @@
+import pg from 'pg';
+import type { Logger } from '../log.js';
+
+/**
+ * The service's connection pool. Every connection's search_path is the configured schema, so the
+ * SQL in this codebase names tables unqualified and an application may keep its own tables in
+ * `public` beside ours.
+ */
+export function createPool(opts: { url: string; size: number; schema: string; log?: Logger; applicationName?: string }): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: opts.url,
+    max: opts.size,
+    options: `-c search_path=${opts.schema}`,
+    application_name: opts.applicationName ?? 'acw-webhooks',
+    idleTimeoutMillis: 30_000,
+  });
+  // An idle client that loses its connection must not crash the process; the next query reconnects.
+  pool.on('error', (err) => opts.log?.warn({ event: 'db.pool_error', err: err.message }, 'idle database connection failed'));
+  return pool;
+}
+
+/** The few calls every writer needs: a pool, a client inside a transaction, or the caller's client. */
+export type Queryable = Pick<pg.ClientBase, 'query'>;
+
+/** Run `fn` inside one transaction on a pooled client, rolling back on error. */
+export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    const result = await fn(client);
+    await client.query('commit');
+    return result;
+  } catch (err) {
+    await client.query('rollback').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}

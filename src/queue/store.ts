@@ -1,0 +1,337 @@
+import type pg from 'pg';
+import { withTransaction, type Queryable } from '../db/pool.js';
+import type { AttemptRecord, ClaimedJob, DeadHook, DeadJob, DeadReason, NewJob } from './types.js';
+
+/**
+ * The queue's SQL, one function per operation. Batches go through arrays (`unnest`), every write
+ * to a claimed job is guarded by id + lease_token + status 'running', and attempt rows are written
+ * in the same statement as the job's outcome, flagged when the lease was already lost.
+ */
+
+interface ClaimRow {
+  id: string;
+  type: string;
+  payload: unknown;
+  attempts: number;
+  max_attempts: number;
+  lease_token: string;
+  lease_expires_at: Date;
+  event_id: string | null;
+  endpoint: string | null;
+  created_at: Date;
+  parked_since: Date | null;
+  db_now: Date;
+}
+
+export interface ClaimOptions {
+  workerId: string;
+  limit: number;
+  leaseMs: number;
+  types?: readonly string[];
+  /** Per-endpoint free slots; an endpoint not listed is unlimited, one at 0 is skipped. */
+  slots?: ReadonlyMap<string, number>;
+}
+
+const RETURNING = `j.id, j.type, j.payload, j.attempts, j.max_attempts, j.lease_token, j.lease_expires_at,
+  j.event_id, j.endpoint, j.created_at, j.parked_since, now() as db_now`;
+
+const DUE = `select id, endpoint, run_at from jobs
+  where status = 'pending' and run_at <= now()
+    and ($4::text[] is null or type = any($4::text[]))
+    and coalesce(endpoint, '') <> all($5::text[])
+  order by run_at, id
+  limit $3
+  for update skip locked`;
+
+const SET_RUNNING = `status = 'running', locked_by = $1, lease_token = gen_random_uuid(),
+  lease_expires_at = now() + $2 * interval '1 millisecond', attempts = j.attempts + 1, updated_at = now()`;
+
+const CLAIM_SQL = `with due as (${DUE})
+update jobs j set ${SET_RUNNING} from due where j.id = due.id returning ${RETURNING}`;
+
+// With per-endpoint slots, rank the locked candidates per endpoint and keep what fits; the rest
+// are unlocked again when the statement ends.
+const CLAIM_SLOTS_SQL = `with due as (${DUE}),
+ranked as (select id, endpoint, row_number() over (partition by endpoint order by run_at, id) as rn from due),
+chosen as (
+  select r.id from ranked r left join unnest($6::text[], $7::int[]) s(ep, n) on s.ep = r.endpoint
+  where s.n is null or r.rn <= s.n)
+update jobs j set ${SET_RUNNING} from chosen where j.id = chosen.id returning ${RETURNING}`;
+
+export async function claimJobs(db: Queryable, opts: ClaimOptions): Promise<ClaimedJob[]> {
+  const capped: string[] = [];
+  const eps: string[] = [];
+  const slots: number[] = [];
+  for (const [ep, n] of opts.slots ?? []) {
+    if (n <= 0) capped.push(ep);
+    else {
+      eps.push(ep);
+      slots.push(n);
+    }
+  }
+  const params: unknown[] = [opts.workerId, opts.leaseMs, opts.limit, opts.types ?? null, capped];
+  const limited = eps.length > 0;
+  if (limited) params.push(eps, slots);
+  const res = await db.query<ClaimRow>({
+    name: limited ? 'acw_claim_slots' : 'acw_claim',
+    text: limited ? CLAIM_SLOTS_SQL : CLAIM_SQL,
+    values: params,
+  });
+  const localNow = Date.now();
+  return res.rows.map((r) => toClaimed(r, localNow));
+}
+
+function toClaimed(r: ClaimRow, localNow: number): ClaimedJob {
+  // The lease is judged on the database clock; carry it over to ours through the offset at claim.
+  const offset = r.db_now.getTime() - localNow;
+  return {
+    id: r.id,
+    type: r.type,
+    payload: r.payload,
+    attempts: r.attempts,
+    maxAttempts: r.max_attempts,
+    leaseToken: r.lease_token,
+    leaseExpiresAt: r.lease_expires_at.getTime() - offset,
+    eventId: r.event_id,
+    endpoint: r.endpoint,
+    createdAt: r.created_at,
+    parkedSince: r.parked_since,
+  };
+}
+
+/**
+ * Insert many jobs in one statement, with one constant-payload NOTIFY for the lot (delivered at
+ * commit). Delayed jobs notify too, so idle workers learn when to set their timer.
+ */
+export async function enqueueJobs(db: Queryable, jobs: readonly NewJob[], channel: string): Promise<string[]> {
+  if (jobs.length === 0) return [];
+  const res = await db.query<{ id: string }>({
+    name: 'acw_enqueue',
+    text: `with ins as (
+      insert into jobs (type, payload, max_attempts, run_at, event_id, endpoint)
+      select t.type, t.payload, t.max_attempts, now() + t.delay * interval '1 millisecond', t.event_id, t.endpoint
+      from unnest($1::text[], $2::jsonb[], $3::int[], $4::int[], $5::uuid[], $6::text[])
+        as t(type, payload, max_attempts, delay, event_id, endpoint)
+      returning id)
+    select ins.id from ins, (select pg_notify($7, '')) n`,
+    values: [
+      jobs.map((j) => j.type),
+      jobs.map((j) => JSON.stringify(j.payload ?? null)),
+      jobs.map((j) => j.maxAttempts),
+      jobs.map((j) => Math.max(0, Math.round(j.delayMs ?? 0))),
+      jobs.map((j) => j.eventId ?? null),
+      jobs.map((j) => j.endpoint ?? null),
+      channel,
+    ],
+  });
+  return res.rows.map((r) => r.id);
+}
+
+/** The guarded identity of a claimed job. */
+export interface Held {
+  id: string;
+  leaseToken: string;
+}
+
+interface AttemptArrays {
+  values: unknown[];
+  /** SQL inserting the attempt rows, flagged lease_lost where `upd` has no row for the job. */
+  cte: (first: number) => string;
+}
+
+function attemptArrays(items: ReadonlyArray<{ held: Held; attempt?: AttemptRecord | undefined }>): AttemptArrays | null {
+  const rows = items.filter((i) => i.attempt);
+  if (rows.length === 0) return null;
+  const a = rows.map((r) => r.attempt as AttemptRecord);
+  return {
+    values: [
+      rows.map((r) => r.held.id),
+      a.map((x) => x.attempt),
+      a.map((x) => x.endpoint),
+      a.map((x) => x.statusCode),
+      a.map((x) => x.errorKind),
+      a.map((x) => x.error),
+      a.map((x) => Math.round(x.durationMs)),
+      a.map((x) => x.responseBody),
+      a.map((x) => x.aborted === true),
+    ],
+    cte: (n) => `, att as (
+      insert into webhook_attempts (job_id, attempt, endpoint, status_code, error_kind, error, duration_ms, response_body, aborted, lease_lost)
+      select a.job_id, a.attempt, a.endpoint, a.status_code, a.error_kind, a.error, a.duration_ms, a.response_body, a.aborted, upd.id is null
+      from unnest($${n}::uuid[], $${n + 1}::int[], $${n + 2}::text[], $${n + 3}::int[], $${n + 4}::text[], $${n + 5}::text[],
+                  $${n + 6}::int[], $${n + 7}::text[], $${n + 8}::boolean[])
+        as a(job_id, attempt, endpoint, status_code, error_kind, error, duration_ms, response_body, aborted)
+      left join upd on upd.id = a.job_id)`,
+  };
+}
+
+const CLEAR_LEASE = `locked_by = null, lease_token = null, lease_expires_at = null, updated_at = now()`;
+
+/** Complete many; returns the ids whose lease still held (the rest changed nothing). */
+export async function completeJobs(
+  db: Queryable,
+  items: ReadonlyArray<{ held: Held; attempt?: AttemptRecord | undefined }>,
+): Promise<Set<string>> {
+  if (items.length === 0) return new Set();
+  const att = attemptArrays(items);
+  const res = await db.query<{ id: string }>({
+    name: att ? 'acw_complete_att' : 'acw_complete',
+    text: `with upd as (
+        update jobs j set status = 'completed', completed_at = now(), last_error = null, parked_since = null, ${CLEAR_LEASE}
+        from unnest($1::uuid[], $2::uuid[]) t(id, lease_token)
+        where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
+        returning j.id)${att ? att.cte(3) : ''}
+      select id from upd`,
+    values: [items.map((i) => i.held.id), items.map((i) => i.held.leaseToken), ...(att?.values ?? [])],
+  });
+  return new Set(res.rows.map((r) => r.id));
+}
+
+export interface FailItem {
+  held: Held;
+  error: string;
+  /** Dead now, whatever attempts remain. */
+  dead: boolean;
+  reason: DeadReason;
+  delayMs: number;
+  attempt?: AttemptRecord | undefined;
+}
+
+interface FailRow {
+  id: string;
+  status: string;
+  type: string;
+  payload: unknown;
+  attempts: number;
+  max_attempts: number;
+  last_error: string | null;
+  event_id: string | null;
+  endpoint: string | null;
+  run_at: Date;
+}
+
+export interface FailResult {
+  /** Jobs whose lease still held: each with its new status. */
+  changed: Map<string, { status: 'pending' | 'dead'; runAt: Date }>;
+}
+
+/**
+ * Fail many: back to pending after the delay, or dead when the attempts are spent or the failure
+ * is permanent. The dead hook runs in the same transaction, with only the rows this one changed.
+ */
+export async function failJobs(pool: pg.Pool, items: readonly FailItem[], onDead?: DeadHook): Promise<FailResult> {
+  if (items.length === 0) return { changed: new Map() };
+  const att = attemptArrays(items);
+  const text = `with upd as (
+      update jobs j set
+        status = case when t.dead or j.attempts >= j.max_attempts then 'dead' else 'pending' end,
+        run_at = case when t.dead or j.attempts >= j.max_attempts then j.run_at
+                      else now() + t.delay * interval '1 millisecond' end,
+        last_error = t.error, ${CLEAR_LEASE}
+      from unnest($1::uuid[], $2::uuid[], $3::text[], $4::boolean[], $5::int[]) t(id, lease_token, error, dead, delay)
+      where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
+      returning j.id, j.status, j.type, j.payload, j.attempts, j.max_attempts, j.last_error, j.event_id, j.endpoint, j.run_at)${
+        att ? att.cte(6) : ''
+      }
+    select * from upd`;
+  const values = [
+    items.map((i) => i.held.id),
+    items.map((i) => i.held.leaseToken),
+    items.map((i) => i.error),
+    items.map((i) => i.dead),
+    items.map((i) => Math.max(0, Math.round(i.delayMs))),
+    ...(att?.values ?? []),
+  ];
+  const reasons = new Map(items.map((i) => [i.held.id, i.reason]));
+  return withTransaction(pool, async (client) => {
+    const res = await client.query<FailRow>({ name: att ? 'acw_fail_att' : 'acw_fail', text, values });
+    const dead = res.rows.filter((r) => r.status === 'dead');
+    if (dead.length > 0 && onDead) {
+      await onDead(
+        client,
+        dead.map((r) => toDead(r, r.attempts >= r.max_attempts && reasons.get(r.id) !== 'permanent' ? 'max_attempts' : (reasons.get(r.id) ?? 'permanent'))),
+      );
+    }
+    return {
+      changed: new Map(res.rows.map((r) => [r.id, { status: r.status as 'pending' | 'dead', runAt: r.run_at }])),
+    };
+  });
+}
+
+export function toDead(
+  r: Pick<FailRow, 'id' | 'type' | 'payload' | 'attempts' | 'max_attempts' | 'last_error' | 'event_id' | 'endpoint'>,
+  reason: DeadReason,
+): DeadJob {
+  return {
+    id: r.id,
+    type: r.type,
+    payload: r.payload,
+    attempts: r.attempts,
+    maxAttempts: r.max_attempts,
+    lastError: r.last_error,
+    eventId: r.event_id,
+    endpoint: r.endpoint,
+    reason,
+  };
+}
+
+export interface ReleaseItem {
+  held: Held;
+  delayMs: number;
+  error?: string | null;
+  /** Mark the job parked (endpoint unknown) from now on, unless it already is. */
+  park?: boolean;
+  attempt?: AttemptRecord | undefined;
+}
+
+/** Hand jobs back to pending without spending the attempt they were claimed with. */
+export async function releaseJobs(db: Queryable, items: readonly ReleaseItem[]): Promise<Set<string>> {
+  if (items.length === 0) return new Set();
+  const att = attemptArrays(items);
+  const res = await db.query<{ id: string }>({
+    name: att ? 'acw_release_att' : 'acw_release',
+    text: `with upd as (
+        update jobs j set status = 'pending', attempts = greatest(j.attempts - 1, 0),
+          run_at = now() + t.delay * interval '1 millisecond', last_error = coalesce(t.error, j.last_error),
+          parked_since = case when t.park then coalesce(j.parked_since, now()) else null end, ${CLEAR_LEASE}
+        from unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::boolean[]) t(id, lease_token, delay, error, park)
+        where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
+        returning j.id)${att ? att.cte(6) : ''}
+      select id from upd`,
+    values: [
+      items.map((i) => i.held.id),
+      items.map((i) => i.held.leaseToken),
+      items.map((i) => Math.max(0, Math.round(i.delayMs))),
+      items.map((i) => i.error ?? null),
+      items.map((i) => i.park === true),
+      ...(att?.values ?? []),
+    ],
+  });
+  return new Set(res.rows.map((r) => r.id));
+}
+
+/** Renew the leases of every job held; returns the new expiry (database clock) of those still held. */
+export async function renewLeases(db: Queryable, held: readonly Held[], leaseMs: number): Promise<Map<string, number>> {
+  if (held.length === 0) return new Map();
+  const res = await db.query<{ id: string; lease_expires_at: Date; db_now: Date }>({
+    name: 'acw_renew',
+    text: `update jobs j set lease_expires_at = now() + $3 * interval '1 millisecond'
+      from unnest($1::uuid[], $2::uuid[]) t(id, lease_token)
+      where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
+      returning j.id, j.lease_expires_at, now() as db_now`,
+    values: [held.map((h) => h.id), held.map((h) => h.leaseToken), leaseMs],
+  });
+  const localNow = Date.now();
+  return new Map(res.rows.map((r) => [r.id, r.lease_expires_at.getTime() - (r.db_now.getTime() - localNow)]));
+}
+
+/** When the next pending job falls due (ms from now), read from the first entry of the due index. */
+export async function nextDueIn(db: Queryable): Promise<number | null> {
+  const res = await db.query<{ ms: number | null }>({
+    name: 'acw_next_due',
+    text: `select extract(epoch from (run_at - now())) * 1000 as ms from jobs
+      where status = 'pending' order by run_at, id limit 1`,
+  });
+  const ms = res.rows[0]?.ms;
+  return ms === undefined || ms === null ? null : Math.max(0, Number(ms));
+}

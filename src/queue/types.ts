@@ -1,0 +1,83 @@
+/**
+ * The queue's vocabulary.
+ *
+ * - job: one row of `jobs`; `type` picks the handler (`webhook.deliver`).
+ * - claim: a worker takes due pending jobs in one statement (`for update skip locked`), setting
+ *   status `running`, a fresh `lease_token` and `lease_expires_at` from the database clock, and
+ *   spending one attempt.
+ * - lease: the right to finish a claimed job. Every later write is guarded by id + lease_token +
+ *   status `running`, so a worker whose lease expired (and was reaped, maybe re-claimed) changes nothing.
+ * - outcome: what a handler's run came to; the pool writes outcomes in batches.
+ * - release: hand a job back to `pending` without spending the attempt (shutdown, unknown endpoint).
+ * - dead: no more tries; the dead hook runs in the same transaction as that status change.
+ *
+ * States: pending -> running -> completed | pending (retry, release, reaper) | dead; pending -> cancelled.
+ */
+
+export type JobStatus = 'pending' | 'running' | 'completed' | 'dead' | 'cancelled';
+
+export interface NewJob {
+  type: string;
+  payload: unknown;
+  maxAttempts: number;
+  /** Delay before the job is due; 0 or absent: now. */
+  delayMs?: number;
+  eventId?: string | null;
+  endpoint?: string | null;
+}
+
+export interface ClaimedJob {
+  id: string;
+  type: string;
+  payload: unknown;
+  attempts: number;
+  maxAttempts: number;
+  leaseToken: string;
+  /** Database-issued expiry, converted to this process's clock. */
+  leaseExpiresAt: number;
+  eventId: string | null;
+  endpoint: string | null;
+  createdAt: Date;
+  parkedSince: Date | null;
+}
+
+/** One HTTP attempt, written to `webhook_attempts` in the same statement as the job's outcome. */
+export interface AttemptRecord {
+  attempt: number;
+  endpoint: string | null;
+  statusCode: number | null;
+  errorKind: string | null;
+  error: string | null;
+  durationMs: number;
+  responseBody: string | null;
+  aborted?: boolean;
+}
+
+export type JobOutcome =
+  | { kind: 'complete'; attempt?: AttemptRecord }
+  /** Try again after back-off (or retryAfterMs when later), dead once attempts are spent. */
+  | { kind: 'retry'; error: string; retryAfterMs?: number; attempt?: AttemptRecord }
+  | { kind: 'permanent'; error: string; attempt?: AttemptRecord }
+  /** Back to pending without spending the attempt; dead with `error` once parked longer than deadAfterMs. */
+  | { kind: 'release'; delayMs: number; error: string; park?: { deadAfterMs: number }; attempt?: AttemptRecord };
+
+/** A job row as the dead hook sees it, after the transition. */
+export interface DeadJob {
+  id: string;
+  type: string;
+  payload: unknown;
+  attempts: number;
+  maxAttempts: number;
+  lastError: string | null;
+  eventId: string | null;
+  endpoint: string | null;
+  reason: DeadReason;
+}
+
+export type DeadReason = 'permanent' | 'max_attempts' | 'reaped' | 'parked';
+
+/**
+ * Runs inside the transaction that moved `jobs` to dead, with only the rows that transaction
+ * actually changed, so whatever it writes exists exactly once per dead job.
+ */
+export type DeadHook = (client: import('pg').ClientBase, jobs: DeadJob[]) => Promise<void>;

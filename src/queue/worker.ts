@@ -1,0 +1,339 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type pg from 'pg';
+import { PermanentError, coerceError } from '../errors.js';
+import { Listener } from '../db/listener.js';
+import { silentLogger, type Logger } from '../log.js';
+import { backoffDelay, type RetryPolicy } from './backoff.js';
+import { Flusher, type Finished } from './flusher.js';
+import { claimJobs, nextDueIn, releaseJobs, renewLeases } from './store.js';
+import type { ClaimedJob, DeadHook, JobOutcome } from './types.js';
+
+export interface JobContext {
+  /** Aborted when the lease is lost or the shutdown grace ran out: stop and return. */
+  signal: AbortSignal;
+  log: Logger;
+}
+
+/** Return nothing to complete; throw PermanentError for dead at once, anything else to retry. */
+export type JobHandler = (job: ClaimedJob, ctx: JobContext) => Promise<JobOutcome | void>;
+
+export interface WorkerPoolOptions {
+  pool: pg.Pool;
+  /** For the LISTEN connection of its own. */
+  url: string;
+  /** NOTIFY channel that enqueuers signal. */
+  channel: string;
+  handlers: Record<string, JobHandler>;
+  concurrency: number;
+  leaseMs: number;
+  pollMs: number;
+  shutdownGraceMs: number;
+  retry: RetryPolicy;
+  onDead?: DeadHook;
+  /** Per-endpoint concurrency caps for this process (max_in_flight), read at every claim. */
+  endpointLimits?: () => ReadonlyMap<string, number>;
+  log?: Logger;
+  workerId?: string;
+  /** Called with every outcome once written, for metrics. */
+  onFinished?: (f: Finished, changed: boolean) => void;
+}
+
+interface Running {
+  job: ClaimedJob;
+  ctl: AbortController;
+  leaseLost: boolean;
+  shutdownAborted: boolean;
+  /** Local-clock expiry from the last renewal the database confirmed. */
+  expiresAt: number;
+}
+
+export function makeWorkerId(): string {
+  return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+}
+
+/**
+ * A pool of `concurrency` jobs in flight in this process. Claims in batches (one claim in flight
+ * at a time, so jobs that finish during a claim make the next one bigger), writes outcomes in
+ * batches, renews every lease in one statement, wakes on NOTIFY, on a timer for the next due
+ * job and on a fallback poll.
+ */
+export class WorkerPool {
+  readonly workerId: string;
+  private readonly log: Logger;
+  private readonly running = new Map<string, Running>();
+  private readonly perEndpoint = new Map<string, number>();
+  private readonly flusher: Flusher;
+  private listener: Listener | null = null;
+  private stopping = false;
+  private started = false;
+  private wakeResolve: (() => void) | null = null;
+  private wakePending = false;
+  private lastClaimFull = true;
+  private dueTimer: NodeJS.Timeout | null = null;
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+  private loopDone: Promise<void> = Promise.resolve();
+  private idle: Array<() => void> = [];
+
+  constructor(private readonly opts: WorkerPoolOptions) {
+    this.workerId = opts.workerId ?? makeWorkerId();
+    this.log = (opts.log ?? silentLogger).child({ worker: this.workerId });
+    this.flusher = new Flusher({
+      pool: opts.pool,
+      log: this.log,
+      onDead: opts.onDead,
+      onWritten: (f, changed, runAt) => {
+        opts.onFinished?.(f, changed);
+        if (runAt) this.armDueTimer(runAt.getTime() - Date.now());
+      },
+    });
+  }
+
+  get inFlight(): number {
+    return this.running.size;
+  }
+
+  async start(): Promise<void> {
+    if (this.started) return;
+    this.started = true;
+    this.listener = new Listener({
+      url: this.opts.url,
+      channels: [this.opts.channel],
+      log: this.log,
+      onNotify: () => this.wake(true),
+      onReconnect: () => this.wake(true),
+    });
+    await this.listener.start();
+    this.scheduleHeartbeat(this.heartbeatInterval());
+    this.loopDone = this.loop();
+  }
+
+  private heartbeatInterval(): number {
+    return Math.max(10, Math.floor(this.opts.leaseMs / 3));
+  }
+
+  /** Wake the claim loop; `fresh` says new work may exist (a NOTIFY, a timer, a poll). */
+  wake(fresh = false): void {
+    if (fresh) this.lastClaimFull = true;
+    this.wakePending = true;
+    const r = this.wakeResolve;
+    this.wakeResolve = null;
+    r?.();
+  }
+
+  private waitForWake(ms: number): Promise<void> {
+    if (this.wakePending) {
+      this.wakePending = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const t = setTimeout(() => {
+        this.wakeResolve = null;
+        this.lastClaimFull = true;
+        resolve();
+      }, ms);
+      this.wakeResolve = () => {
+        clearTimeout(t);
+        this.wakePending = false;
+        resolve();
+      };
+    });
+  }
+
+  private slots(): Map<string, number> | undefined {
+    const limits = this.opts.endpointLimits?.();
+    if (!limits || limits.size === 0) return undefined;
+    const out = new Map<string, number>();
+    for (const [ep, max] of limits) out.set(ep, max - (this.perEndpoint.get(ep) ?? 0));
+    return out;
+  }
+
+  private async loop(): Promise<void> {
+    let errorDelay = 100;
+    while (!this.stopping) {
+      const free = this.opts.concurrency - this.running.size;
+      if (free <= 0 || !this.lastClaimFull) {
+        await this.waitForWake(this.opts.pollMs);
+        continue;
+      }
+      this.wakePending = false;
+      let jobs: ClaimedJob[];
+      try {
+        jobs = await claimJobs(this.opts.pool, {
+          workerId: this.workerId,
+          limit: free,
+          leaseMs: this.opts.leaseMs,
+          types: Object.keys(this.opts.handlers),
+          slots: this.slots(),
+        });
+        errorDelay = 100;
+      } catch (err) {
+        this.log.warn({ event: 'job.claim_error', err: coerceError(err).message }, 'claim failed; retrying');
+        await this.waitForWake(errorDelay);
+        errorDelay = Math.min(errorDelay * 2, this.opts.pollMs);
+        continue;
+      }
+      if (this.stopping) {
+        // Claimed while the stop began: hand them straight back, attempt unspent.
+        await releaseJobs(this.opts.pool, jobs.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 }))).catch(
+          () => undefined,
+        );
+        break;
+      }
+      for (const job of jobs) this.run(job);
+      if (jobs.length < free) {
+        this.lastClaimFull = false;
+        try {
+          const due = await nextDueIn(this.opts.pool);
+          if (due !== null && due > 0) this.armDueTimer(due);
+        } catch {
+          // The poll covers it.
+        }
+      }
+    }
+  }
+
+  private armDueTimer(ms: number): void {
+    if (this.stopping || ms > this.opts.pollMs) return;
+    if (this.dueTimer) clearTimeout(this.dueTimer);
+    this.dueTimer = setTimeout(() => {
+      this.dueTimer = null;
+      this.wake(true);
+    }, Math.max(0, ms) + 5);
+  }
+
+  private run(job: ClaimedJob): void {
+    const entry: Running = { job, ctl: new AbortController(), leaseLost: false, shutdownAborted: false, expiresAt: job.leaseExpiresAt };
+    this.running.set(job.id, entry);
+    if (job.endpoint !== null) this.perEndpoint.set(job.endpoint, (this.perEndpoint.get(job.endpoint) ?? 0) + 1);
+    this.log.debug({ event: 'job.claimed', job_id: job.id, type: job.type, attempt: job.attempts }, 'job claimed');
+    const handler = this.opts.handlers[job.type];
+    const started = handler
+      ? Promise.resolve().then(() => handler(job, { signal: entry.ctl.signal, log: this.log }))
+      : Promise.reject(new PermanentError(`no handler for job type ${job.type}`));
+    void started.then(
+      (out) => this.finish(entry, out ?? { kind: 'complete' }),
+      (err: unknown) => {
+        const e = coerceError(err);
+        this.finish(entry, e instanceof PermanentError ? { kind: 'permanent', error: e.message } : { kind: 'retry', error: e.message });
+      },
+    );
+  }
+
+  private finish(entry: Running, outcome: JobOutcome): void {
+    const { job } = entry;
+    if (!this.running.has(job.id)) return; // already handed back by a forced shutdown
+    this.running.delete(job.id);
+    if (job.endpoint !== null) {
+      const n = (this.perEndpoint.get(job.endpoint) ?? 1) - 1;
+      if (n <= 0) this.perEndpoint.delete(job.endpoint);
+      else this.perEndpoint.set(job.endpoint, n);
+      // A capped endpoint got a slot back: there may be work the last claim skipped.
+      const limit = this.opts.endpointLimits?.().get(job.endpoint);
+      if (limit !== undefined && n + 1 >= limit) this.lastClaimFull = true;
+    }
+    let out = outcome;
+    if (entry.shutdownAborted && out.kind !== 'complete') {
+      // Cut short by the shutdown: hand it back without spending the attempt.
+      out = {
+        kind: 'release',
+        delayMs: 0,
+        error: 'shutdown before the attempt finished',
+        ...(out.attempt ? { attempt: { ...out.attempt, aborted: true } } : {}),
+      };
+    }
+    const delayMs = this.delayFor(job, out);
+    this.flusher.push({ job, outcome: out, delayMs, leaseLost: entry.leaseLost });
+    this.wake();
+    if (this.running.size === 0) for (const r of this.idle.splice(0)) r();
+  }
+
+  private delayFor(job: ClaimedJob, out: JobOutcome): number {
+    if (out.kind === 'release') return out.delayMs;
+    if (out.kind !== 'retry') return 0;
+    const schedule = backoffDelay(this.opts.retry, job.attempts);
+    // Retry-After is honoured but never earlier than the schedule and never past retry.max.
+    if (out.retryAfterMs !== undefined) return Math.max(schedule, Math.min(out.retryAfterMs, this.opts.retry.max));
+    return schedule;
+  }
+
+  private scheduleHeartbeat(ms: number): void {
+    if (this.stopping && this.running.size === 0 && this.flusher.idle) return;
+    this.heartbeatTimer = setTimeout(() => void this.heartbeat(), ms);
+    this.heartbeatTimer.unref();
+  }
+
+  private async heartbeat(): Promise<void> {
+    const held = [...this.running.values()].filter((r) => !r.leaseLost);
+    const interval = this.heartbeatInterval();
+    if (held.length === 0) {
+      this.scheduleHeartbeat(interval);
+      return;
+    }
+    try {
+      const renewed = await renewLeases(
+        this.opts.pool,
+        held.map((r) => ({ id: r.job.id, leaseToken: r.job.leaseToken })),
+        this.opts.leaseMs,
+      );
+      for (const r of held) {
+        const exp = renewed.get(r.job.id);
+        if (exp === undefined) this.loseLease(r, 'lease renewal updated no row');
+        else r.expiresAt = exp;
+      }
+      this.scheduleHeartbeat(interval);
+    } catch (err) {
+      // A blip is not a lost lease: the lease stands until its database-issued expiry.
+      const margin = Math.min(1_000, this.opts.leaseMs / 10);
+      const now = Date.now();
+      for (const r of held) if (r.expiresAt - margin <= now) this.loseLease(r, 'lease expired while the database was unreachable');
+      this.log.warn({ event: 'job.heartbeat_error', err: coerceError(err).message }, 'lease renewal failed; retrying');
+      this.scheduleHeartbeat(Math.min(interval, 1_000));
+    }
+  }
+
+  private loseLease(r: Running, why: string): void {
+    if (r.leaseLost) return;
+    r.leaseLost = true;
+    this.log.warn({ event: 'job.lease_lost', job_id: r.job.id, why }, 'lease lost; the job will commit nothing');
+    r.ctl.abort(new Error('lease lost'));
+  }
+
+  /**
+   * Stop claiming, let in-flight jobs finish within the grace, then abort the rest (their HTTP
+   * requests included) and hand them back without spending their attempt.
+   */
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.wake();
+    if (this.dueTimer) clearTimeout(this.dueTimer);
+    await this.listener?.close();
+    await this.loopDone;
+    if (this.running.size > 0) {
+      const drained = new Promise<void>((r) => this.idle.push(r));
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = await Promise.race([
+        drained.then(() => false),
+        new Promise<boolean>((r) => (timer = setTimeout(() => r(true), this.opts.shutdownGraceMs))),
+      ]);
+      clearTimeout(timer);
+      if (timedOut && this.running.size > 0) {
+        this.log.warn(
+          { event: 'jobs.module.shutdown_timeout', in_flight: this.running.size, job_ids: [...this.running.keys()] },
+          'shutdown grace ran out; aborting and handing back unfinished jobs',
+        );
+        for (const r of this.running.values()) {
+          r.shutdownAborted = true;
+          r.ctl.abort(new Error('shutdown'));
+        }
+        // Handlers that honour the signal settle at once; hand back any that do not.
+        await Promise.race([new Promise<void>((r) => this.idle.push(r)), new Promise((r) => setTimeout(r, 1_000))]);
+        // finish() deletes from the map; a Map iterator tolerates that.
+        for (const r of this.running.values()) this.finish(r, { kind: 'release', delayMs: 0, error: 'shutdown' });
+      }
+    }
+    await this.flusher.drain();
+    if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
+  }
+}

@@ -1,0 +1,50 @@
+import { createServer, connect, type Socket } from 'node:net';
+
+/**
+ * A TCP proxy in front of PostgreSQL, to make a real database outage: `cut(ms)` drops every
+ * connection and refuses new ones for that long.
+ */
+export async function startProxy(target: { host: string; port: number }): Promise<{
+  port: number;
+  cut(ms: number): Promise<void>;
+  close(): Promise<void>;
+}> {
+  const sockets = new Set<Socket>();
+  let down = false;
+  const server = createServer((client) => {
+    if (down) {
+      client.destroy();
+      return;
+    }
+    const upstream = connect(target.port, target.host);
+    sockets.add(client);
+    sockets.add(upstream);
+    const drop = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    client.on('error', drop).on('close', drop);
+    upstream.on('error', drop).on('close', drop);
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const addr = server.address();
+  if (!addr || typeof addr !== 'object') throw new Error('proxy did not bind');
+  return {
+    port: addr.port,
+    cut: async (ms) => {
+      down = true;
+      for (const s of sockets) s.destroy();
+      sockets.clear();
+      await new Promise((r) => setTimeout(r, ms));
+      down = false;
+    },
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}

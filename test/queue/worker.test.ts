@@ -1,0 +1,215 @@
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { PermanentError } from '../../src/errors.js';
+import { createPool } from '../../src/db/pool.js';
+import { enqueueJobs } from '../../src/queue/store.js';
+import type { DeadJob } from '../../src/queue/types.js';
+import { WorkerPool, type JobHandler, type WorkerPoolOptions } from '../../src/queue/worker.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { captureLogs, waitFor } from '../helpers/logs.js';
+import { startProxy } from '../helpers/proxy.js';
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => db.drop());
+beforeEach(async () => {
+  await db.pool.query('truncate jobs, webhook_attempts');
+});
+const pools: WorkerPool[] = [];
+afterEach(async () => {
+  await Promise.all(pools.splice(0).map((p) => p.stop()));
+});
+
+const CH = 'public.acw_jobs';
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => (clearTimeout(t), reject(new Error('aborted'))), { once: true });
+  });
+
+function startPool(handlers: Record<string, JobHandler>, over: Partial<WorkerPoolOptions> = {}) {
+  const logs = captureLogs();
+  const wp = new WorkerPool({
+    pool: db.pool,
+    url: db.url,
+    channel: CH,
+    handlers,
+    concurrency: 8,
+    leaseMs: 30_000,
+    // Long poll: anything that happens sooner was woken by NOTIFY or the due timer.
+    pollMs: 60_000,
+    shutdownGraceMs: 2_000,
+    retry: { base: 20, max: 200, jitter: 0 },
+    log: logs.log,
+    ...over,
+  });
+  pools.push(wp);
+  return { wp, ...logs };
+}
+
+const statuses = async () =>
+  (await db.pool.query<{ status: string; n: number }>('select status, count(*)::int as n from jobs group by 1')).rows.reduce<Record<string, number>>(
+    (a, r) => ({ ...a, [r.status]: r.n }),
+    {},
+  );
+
+describe('worker pool', () => {
+  it('wakes on NOTIFY the moment work is enqueued and completes it', async () => {
+    const seen: string[] = [];
+    const { wp } = startPool({ t: async (j) => void seen.push(j.id) });
+    await wp.start();
+    const ids = await enqueueJobs(db.pool, Array.from({ length: 50 }, () => ({ type: 't', payload: {}, maxAttempts: 3 })), CH);
+    await waitFor(async () => (await statuses()).completed === 50, 5_000);
+    expect(seen.toSorted()).toEqual(ids.toSorted());
+  });
+
+  it('sets a timer for a future run_at instead of waiting for the poll', async () => {
+    const { wp } = startPool({ t: async () => undefined });
+    await wp.start();
+    await enqueueJobs(db.pool, [{ type: 't', payload: {}, maxAttempts: 3, delayMs: 300 }], CH);
+    expect((await statuses()).pending).toBe(1);
+    await waitFor(async () => (await statuses()).completed === 1, 5_000);
+  });
+
+  it('retries with back-off (a retry coming due needs no NOTIFY) and completes', async () => {
+    let calls = 0;
+    const { wp, events } = startPool({
+      t: async () => {
+        calls++;
+        if (calls < 3) throw new Error(`transient ${calls}`);
+      },
+    });
+    await wp.start();
+    await enqueueJobs(db.pool, [{ type: 't', payload: {}, maxAttempts: 5 }], CH);
+    await waitFor(async () => (await statuses()).completed === 1, 5_000);
+    expect(calls).toBe(3);
+    expect(events('job.fail_retry').map((l) => l.error)).toEqual(['transient 1', 'transient 2']);
+    expect((await db.pool.query('select attempts from jobs')).rows[0].attempts).toBe(3);
+  });
+
+  it('PermanentError and exhausted attempts both go dead with the hook fired once each', async () => {
+    const dead: DeadJob[] = [];
+    const { wp, events } = startPool(
+      {
+        perm: async () => {
+          throw new PermanentError('no point retrying');
+        },
+        flaky: async () => {
+          throw new Error('still failing');
+        },
+      },
+      { onDead: async (_c, jobs) => void dead.push(...jobs) },
+    );
+    await wp.start();
+    await enqueueJobs(
+      db.pool,
+      [
+        { type: 'perm', payload: {}, maxAttempts: 5 },
+        { type: 'flaky', payload: {}, maxAttempts: 3 },
+      ],
+      CH,
+    );
+    await waitFor(async () => (await statuses()).dead === 2, 5_000);
+    expect(dead.map((d) => `${d.type}:${d.reason}:${d.attempts}`).toSorted()).toEqual(['flaky:max_attempts:3', 'perm:permanent:1']);
+    expect(events('job.dead')).toHaveLength(2);
+    expect(events('job.fail_retry')).toHaveLength(2);
+  });
+
+  it('a job whose lease was taken over is aborted and commits nothing', async () => {
+    let aborted = false;
+    const { wp, events } = startPool(
+      {
+        t: async (_j, { signal }) => {
+          await sleep(5_000, signal).catch(() => (aborted = true));
+        },
+      },
+      { leaseMs: 600 },
+    );
+    await wp.start();
+    const [id] = await enqueueJobs(db.pool, [{ type: 't', payload: {}, maxAttempts: 3 }], CH);
+    await waitFor(async () => (await statuses()).running === 1);
+    // Another worker took the job over (as after a reap and a re-claim).
+    await db.pool.query(`update jobs set lease_token = gen_random_uuid(), locked_by = 'other' where id = $1`, [id]);
+    await waitFor(() => aborted, 5_000);
+    await waitFor(() => events('job.lease_lost').length >= 1);
+    await wp.stop();
+    const row = (await db.pool.query('select status, locked_by from jobs')).rows[0];
+    expect(row).toEqual({ status: 'running', locked_by: 'other' });
+  });
+
+  it('a database blip shorter than the lease loses no lease', async () => {
+    const u = new URL(db.url);
+    const proxy = await startProxy({ host: u.hostname, port: Number(u.port) });
+    const pu = new URL(db.url);
+    pu.port = String(proxy.port);
+    const pool = createPool({ url: pu.toString(), size: 4, schema: 'public' });
+    try {
+      const { wp, events } = startPool({ t: async (_j, { signal }) => sleep(2_500, signal) }, { pool, url: pu.toString(), leaseMs: 1_500 });
+      await wp.start();
+      await enqueueJobs(db.pool, [{ type: 't', payload: {}, maxAttempts: 3 }], CH);
+      await waitFor(async () => (await statuses()).running === 1);
+      await sleep(300);
+      await proxy.cut(900);
+      await waitFor(async () => (await statuses()).completed === 1, 10_000);
+      expect(events('job.lease_lost')).toEqual([]);
+      expect(events('job.heartbeat_error').length + events('db.listener_lost').length).toBeGreaterThan(0);
+      expect((await db.pool.query('select attempts from jobs')).rows[0].attempts).toBe(1);
+      await wp.stop();
+    } finally {
+      await pool.end();
+      await proxy.close();
+    }
+  });
+
+  it('graceful shutdown: finished jobs complete, the rest are aborted and handed back unspent', async () => {
+    const { wp, events } = startPool(
+      {
+        quick: async (_j, { signal }) => sleep(100, signal),
+        slow: async (_j, { signal }) => sleep(60_000, signal),
+      },
+      { shutdownGraceMs: 500 },
+    );
+    await wp.start();
+    await enqueueJobs(
+      db.pool,
+      [
+        ...Array.from({ length: 3 }, () => ({ type: 'quick', payload: {}, maxAttempts: 3 })),
+        ...Array.from({ length: 3 }, () => ({ type: 'slow', payload: {}, maxAttempts: 3 })),
+      ],
+      CH,
+    );
+    await waitFor(async () => (await statuses()).running === 6);
+    await wp.stop();
+    const rows = (await db.pool.query(`select type, status, attempts from jobs order by type`)).rows;
+    expect(rows.filter((r) => r.type === 'quick').every((r) => r.status === 'completed')).toBe(true);
+    expect(rows.filter((r) => r.type === 'slow')).toEqual(Array.from({ length: 3 }, () => ({ type: 'slow', status: 'pending', attempts: 0 })));
+    expect(events('jobs.module.shutdown_timeout')).toHaveLength(1);
+  });
+
+  it('a handler that ignores the abort is still handed back at shutdown', async () => {
+    const { wp } = startPool({ stuck: () => new Promise(() => undefined) }, { shutdownGraceMs: 100 });
+    await wp.start();
+    await enqueueJobs(db.pool, [{ type: 'stuck', payload: {}, maxAttempts: 3 }], CH);
+    await waitFor(async () => (await statuses()).running === 1);
+    await wp.stop();
+    expect(await statuses()).toEqual({ pending: 1 });
+  });
+
+  it('an endpoint at its max_in_flight cap cannot hold every worker', async () => {
+    const { wp } = startPool(
+      {
+        t: async (j, { signal }) => {
+          if (j.endpoint === 'hanging') await sleep(60_000, signal).catch(() => undefined);
+        },
+      },
+      { concurrency: 4, endpointLimits: () => new Map([['hanging', 2]]), shutdownGraceMs: 50 },
+    );
+    await wp.start();
+    await enqueueJobs(db.pool, Array.from({ length: 6 }, () => ({ type: 't', payload: {}, maxAttempts: 3, endpoint: 'hanging' })), CH);
+    await waitFor(async () => (await statuses()).running === 2);
+    await enqueueJobs(db.pool, Array.from({ length: 20 }, () => ({ type: 't', payload: {}, maxAttempts: 3, endpoint: 'fine' })), CH);
+    await waitFor(async () => (await statuses()).completed === 20, 5_000);
+    expect((await statuses()).running).toBe(2);
+  });
+});
