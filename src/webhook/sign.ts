@@ -1,0 +1,98 @@
+import { createHmac } from 'node:crypto';
+import { VERSION } from '../version.js';
+
+export type SignatureScheme = 'acw' | 'standard';
+
+const STANDARD_SECRET_PREFIX = 'whsec_';
+const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
+
+/** `sha256=<hex>` of HMAC-SHA256(secret, `<ts>.` + body): the `X-ACW-Signature` value (spec §4). */
+export function signAcw(secret: string, timestamp: number, body: string): string {
+  assertTimestamp(timestamp);
+  const mac = createHmac('sha256', Buffer.from(secret, 'utf8')).update(`${timestamp}.`).update(body, 'utf8');
+  return `sha256=${mac.digest('hex')}`;
+}
+
+/** `v1,<base64>` of HMAC-SHA256(base64-decoded secret, `<id>.<ts>.<body>`): the Standard Webhooks signature. */
+export function signStandard(secret: string, id: string, timestamp: number, body: string): string {
+  assertTimestamp(timestamp);
+  const key = decodeStandardSecret(secret);
+  const mac = createHmac('sha256', key).update(`${id}.${timestamp}.`).update(body, 'utf8');
+  return `v1,${mac.digest('base64')}`;
+}
+
+/** The key bytes of a `whsec_<base64>` secret; throws (without echoing the secret) when it is not one. */
+export function decodeStandardSecret(secret: string): Buffer {
+  const encoded = secret.startsWith(STANDARD_SECRET_PREFIX) ? secret.slice(STANDARD_SECRET_PREFIX.length) : '';
+  // Buffer.from(.., 'base64') silently skips junk, so validate the alphabet first.
+  if (!BASE64.test(encoded)) throw new TypeError('standard webhook secret must be whsec_<base64>');
+  return Buffer.from(encoded, 'base64');
+}
+
+function assertTimestamp(timestamp: number): void {
+  // A fractional or negative timestamp would be signed but rejected by every receiver.
+  if (!Number.isSafeInteger(timestamp) || timestamp < 0) throw new RangeError('timestamp must be a non-negative integer (Unix seconds)');
+}
+
+export interface BuildHeadersOptions {
+  scheme: SignatureScheme;
+  secret: string;
+  /** The job's UUID: stable across retries, receivers deduplicate on it. */
+  jobId: string;
+  topic: string;
+  /** The exact body bytes that will be sent. */
+  body: string;
+  /** Unix seconds when this attempt is signed. */
+  timestamp: number;
+  /** Endpoint-configured headers; they can never replace a protocol header. */
+  extra?: Record<string, string>;
+}
+
+// Headers the protocol owns (either scheme) or that undici must compute/rejects: an endpoint's
+// `extra` may not set them, compared case-insensitively.
+const RESERVED = new Set([
+  'content-type', 'user-agent', 'x-acw-topic', 'x-acw-event-id', 'x-acw-timestamp', 'x-acw-signature',
+  'webhook-id', 'webhook-timestamp', 'webhook-signature',
+  'host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'expect', 'te', 'trailer',
+]);
+
+/** The request headers for one attempt: endpoint extras first, then the protocol headers (spec §4). */
+export function buildHeaders(opts: BuildHeadersOptions): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(opts.extra ?? {})) {
+    if (!RESERVED.has(name.toLowerCase())) headers[name] = value;
+  }
+  headers['content-type'] = 'application/json';
+  headers['user-agent'] = `acw-webhooks/${VERSION}`;
+  headers['X-ACW-Topic'] = opts.topic;
+  if (opts.scheme === 'acw') {
+    headers['X-ACW-Event-Id'] = opts.jobId;
+    headers['X-ACW-Timestamp'] = String(opts.timestamp);
+    headers['X-ACW-Signature'] = signAcw(opts.secret, opts.timestamp, opts.body);
+  } else {
+    headers['webhook-id'] = opts.jobId;
+    headers['webhook-timestamp'] = String(opts.timestamp);
+    headers['webhook-signature'] = signStandard(opts.secret, opts.jobId, opts.timestamp, opts.body);
+  }
+  return headers;
+}
+
+export interface WebhookEvent {
+  id: string;
+  topic: string;
+  occurredAt: Date | string;
+  data: unknown;
+}
+
+/** The delivery body, fixed at dispatch: `{"event_id","topic","occurred_at","data"}` in that order. */
+export function buildBody(event: WebhookEvent): string {
+  const occurredAt = event.occurredAt instanceof Date ? event.occurredAt : new Date(event.occurredAt);
+  if (Number.isNaN(occurredAt.getTime())) throw new RangeError('occurredAt is not a valid date');
+  return JSON.stringify({
+    event_id: event.id,
+    topic: event.topic,
+    occurred_at: occurredAt.toISOString(),
+    // JSON.stringify drops undefined members; the body always carries `data`.
+    data: event.data === undefined ? null : event.data,
+  });
+}

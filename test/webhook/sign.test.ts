@@ -1,0 +1,125 @@
+import { createHmac } from 'node:crypto';
+import { Webhook } from 'standardwebhooks';
+import { describe, expect, it } from 'vitest';
+import { buildBody, buildHeaders, signAcw, signStandard } from '../../src/webhook/sign.js';
+import { VERSION } from '../../src/version.js';
+
+const SECRET = 'acw-test-secret-do-not-leak';
+const WHSEC = `whsec_${Buffer.from('0123456789abcdef0123456789abcdef').toString('base64')}`;
+const JOB = '0b6f7a52-3c55-4b6e-9d43-1f0a9a1f1c11';
+
+describe('signAcw', () => {
+  it('is sha256=<hex> of HMAC-SHA256(secret, "<ts>." + body)', () => {
+    const body = '{"a":1}';
+    const hex = createHmac('sha256', SECRET).update(`1700000000.${body}`).digest('hex');
+    expect(signAcw(SECRET, 1700000000, body)).toBe(`sha256=${hex}`);
+  });
+
+  it('signs the utf8 bytes of non-ASCII bodies', () => {
+    const body = '{"name":"Zoë ✓"}';
+    const hex = createHmac('sha256', SECRET).update(Buffer.from(`1.${body}`, 'utf8')).digest('hex');
+    expect(signAcw(SECRET, 1, body)).toBe(`sha256=${hex}`);
+  });
+
+  it('rejects a fractional timestamp', () => {
+    expect(() => signAcw(SECRET, 1.5, '{}')).toThrow(RangeError);
+  });
+});
+
+describe('signStandard', () => {
+  it('matches the standardwebhooks library signature', () => {
+    const body = '{"x":"y"}';
+    const ts = 1700000123;
+    expect(signStandard(WHSEC, JOB, ts, body)).toBe(new Webhook(WHSEC).sign(JOB, new Date(ts * 1000), body));
+  });
+
+  it('refuses a secret that is not whsec_<base64> without echoing it', () => {
+    expect(() => signStandard(SECRET, JOB, 1, '{}')).toThrow(/whsec_<base64>/);
+    let message = '';
+    try {
+      signStandard('whsec_not*base64', JOB, 1, '{}');
+    } catch (err) {
+      message = String(err);
+    }
+    expect(message).toMatch(/whsec_<base64>/);
+    expect(message).not.toContain('not*base64');
+  });
+});
+
+describe('buildHeaders', () => {
+  const base = { secret: SECRET, jobId: JOB, topic: 'order.paid', body: '{"k":1}', timestamp: 1700000000 };
+
+  it('sends the acw protocol headers', () => {
+    const h = buildHeaders({ ...base, scheme: 'acw' });
+    expect(h).toEqual({
+      'content-type': 'application/json',
+      'user-agent': `acw-webhooks/${VERSION}`,
+      'X-ACW-Topic': 'order.paid',
+      'X-ACW-Event-Id': JOB,
+      'X-ACW-Timestamp': '1700000000',
+      'X-ACW-Signature': signAcw(SECRET, 1700000000, '{"k":1}'),
+    });
+  });
+
+  it('sends the Standard Webhooks headers plus X-ACW-Topic for scheme standard', () => {
+    const h = buildHeaders({ ...base, secret: WHSEC, scheme: 'standard' });
+    expect(h).toEqual({
+      'content-type': 'application/json',
+      'user-agent': `acw-webhooks/${VERSION}`,
+      'X-ACW-Topic': 'order.paid',
+      'webhook-id': JOB,
+      'webhook-timestamp': '1700000000',
+      'webhook-signature': signStandard(WHSEC, JOB, 1700000000, '{"k":1}'),
+    });
+  });
+
+  it('adds extra headers but never lets them replace protocol headers, in any case', () => {
+    const h = buildHeaders({
+      ...base,
+      scheme: 'acw',
+      extra: {
+        Authorization: 'Bearer abc',
+        'x-acw-signature': 'sha256=forged',
+        'X-Acw-Timestamp': '1',
+        'X-ACW-EVENT-ID': 'other',
+        'Webhook-Signature': 'v1,forged',
+        'Content-Length': '1',
+        Host: 'evil.example',
+      },
+    });
+    expect(h.Authorization).toBe('Bearer abc');
+    expect(h['X-ACW-Signature']).toBe(signAcw(SECRET, 1700000000, '{"k":1}'));
+    const names = Object.keys(h).map((n) => n.toLowerCase());
+    expect(new Set(names).size).toBe(names.length);
+    expect(names).not.toContain('webhook-signature');
+    expect(names).not.toContain('content-length');
+    expect(names).not.toContain('host');
+  });
+});
+
+describe('buildBody', () => {
+  it('emits event_id, topic, occurred_at (ms, Z), data in that order', () => {
+    const body = buildBody({
+      id: '7d1c9d8e-2a3b-4c5d-8e9f-0a1b2c3d4e5f',
+      topic: 'order.paid',
+      occurredAt: new Date(Date.UTC(2024, 0, 2, 3, 4, 5, 6)),
+      data: { b: 1, a: [true, null] },
+    });
+    expect(body).toBe(
+      '{"event_id":"7d1c9d8e-2a3b-4c5d-8e9f-0a1b2c3d4e5f","topic":"order.paid","occurred_at":"2024-01-02T03:04:05.006Z","data":{"b":1,"a":[true,null]}}',
+    );
+  });
+
+  it('normalises a string occurredAt to UTC with milliseconds', () => {
+    const body = buildBody({ id: 'e', topic: 't', occurredAt: '2024-06-01T12:00:00+02:00', data: 1 });
+    expect(JSON.parse(body)).toEqual({ event_id: 'e', topic: 't', occurred_at: '2024-06-01T10:00:00.000Z', data: 1 });
+  });
+
+  it('keeps the data key when data is undefined (as null)', () => {
+    expect(buildBody({ id: 'e', topic: 't', occurredAt: new Date(0), data: undefined })).toContain('"data":null');
+  });
+
+  it('rejects an invalid occurredAt', () => {
+    expect(() => buildBody({ id: 'e', topic: 't', occurredAt: 'yesterday', data: 1 })).toThrow(RangeError);
+  });
+});
