@@ -108,10 +108,11 @@ export async function enqueueJobs(db: Queryable, jobs: readonly NewJob[], channe
   const res = await db.query<{ id: string }>({
     name: 'acw_enqueue',
     text: `with ins as (
-      insert into jobs (type, payload, max_attempts, run_at, event_id, endpoint)
-      select t.type, t.payload, t.max_attempts, now() + t.delay * interval '1 millisecond', t.event_id, t.endpoint
-      from unnest($1::text[], $2::jsonb[], $3::int[], $4::int[], $5::uuid[], $6::text[])
-        as t(type, payload, max_attempts, delay, event_id, endpoint)
+      insert into jobs (id, type, payload, max_attempts, run_at, event_id, endpoint)
+      select coalesce(t.id, gen_random_uuid()), t.type, t.payload, t.max_attempts,
+        now() + t.delay * interval '1 millisecond', t.event_id, t.endpoint
+      from unnest($8::uuid[], $1::text[], $2::jsonb[], $3::int[], $4::int[], $5::uuid[], $6::text[])
+        as t(id, type, payload, max_attempts, delay, event_id, endpoint)
       returning id)
     select ins.id from ins, (select pg_notify($7, '')) n`,
     values: [
@@ -122,6 +123,7 @@ export async function enqueueJobs(db: Queryable, jobs: readonly NewJob[], channe
       jobs.map((j) => j.eventId ?? null),
       jobs.map((j) => j.endpoint ?? null),
       channel,
+      jobs.map((j) => j.id ?? null),
     ],
   });
   return res.rows.map((r) => r.id);

@@ -17,6 +17,8 @@
 export type JobStatus = 'pending' | 'running' | 'completed' | 'dead' | 'cancelled';
 
 export interface NewJob {
+  /** Set by the caller when it must know the id before the insert; else the database picks one. */
+  id?: string;
   type: string;
   payload: unknown;
   maxAttempts: number;

@@ -36,7 +36,7 @@ export interface WorkerPoolOptions {
   log?: Logger;
   workerId?: string;
   /** Called with every outcome once written, for metrics. */
-  onFinished?: (f: Finished, changed: boolean) => void;
+  onFinished?: (f: Finished, changed: boolean, nextRunAt: Date | undefined) => void;
 }
 
 interface Running {
@@ -83,7 +83,7 @@ export class WorkerPool {
       log: this.log,
       onDead: opts.onDead,
       onWritten: (f, changed, runAt) => {
-        opts.onFinished?.(f, changed);
+        opts.onFinished?.(f, changed, runAt);
         if (runAt) this.armDueTimer(runAt.getTime() - Date.now());
       },
     });

@@ -38,6 +38,9 @@ export async function claimRunnerTurn(db: pg.Pool | pg.ClientBase, name: string,
   return (res.rowCount ?? 0) > 0;
 }
 
+/** setTimeout's ceiling (about 24.8 days); a longer interval just checks again then. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export class Scheduler {
   private readonly runners: PeriodicRunner[] = [];
   private readonly timers = new Map<string, NodeJS.Timeout>();
@@ -78,7 +81,7 @@ export class Scheduler {
         this.arm(r, this.checkEvery(r));
       });
       this.active.add(p);
-    }, delay);
+    }, Math.min(delay, MAX_TIMER_MS));
     t.unref();
     this.timers.set(r.name, t);
   }

@@ -1,0 +1,54 @@
+/** The normalised list of webhook endpoints: what the dispatcher fans out to and workers send to. */
+import type { Config, Scheme } from './schema.js';
+
+export interface Endpoint {
+  /** `default` for the top-level `notify.webhook.url` form. */
+  readonly name: string;
+  readonly url: string;
+  readonly secret: string;
+  /** Whitelist: exact topics, `prefix.*`, `*` (see topics.ts). */
+  readonly topics: readonly string[];
+  /** Per-attempt timeout in milliseconds. */
+  readonly timeout: number;
+  readonly max_in_flight: number;
+  readonly scheme: Scheme;
+  readonly headers: Readonly<Record<string, string>>;
+  /** False when this endpoint or `notify.webhook.enabled` is off. */
+  readonly enabled: boolean;
+}
+
+export const DEFAULT_ENDPOINT = 'default';
+
+/** The top-level form as `default` (when its url is set), then `endpoints`, with inherited values filled in. */
+export function resolveEndpoints(config: Config): Endpoint[] {
+  const w = config.notify.webhook;
+  const out: Endpoint[] = [];
+  if (w.url !== '') {
+    out.push({
+      name: DEFAULT_ENDPOINT,
+      url: w.url,
+      secret: w.secret,
+      topics: w.topics,
+      timeout: w.timeout,
+      max_in_flight: w.max_in_flight,
+      scheme: w.scheme,
+      headers: w.headers,
+      enabled: w.enabled,
+    });
+  }
+  for (const ep of w.endpoints) {
+    out.push({
+      name: ep.name,
+      url: ep.url,
+      secret: ep.secret,
+      topics: ep.topics,
+      timeout: ep.timeout ?? w.timeout,
+      max_in_flight: ep.max_in_flight ?? w.max_in_flight,
+      scheme: ep.scheme,
+      headers: ep.headers,
+      // The global switch short-circuits every endpoint, so callers need to check only this flag.
+      enabled: w.enabled && ep.enabled,
+    });
+  }
+  return out;
+}

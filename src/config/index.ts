@@ -1,0 +1,14 @@
+/** Configuration: schema (defaults and docs), loading, durations, topics and endpoints. */
+export { formatDuration, formatSize, parseDuration, parseSize } from './duration.js';
+export { resolveEndpoints, DEFAULT_ENDPOINT, type Endpoint } from './endpoints.js';
+export { ConfigError, formatPath } from './errors.js';
+export { interpolate, interpolateString, type Env } from './interpolate.js';
+export { parseListen, type ListenAddress } from './listen.js';
+export { configPath, loadConfig, parseConfig, type LoadOptions } from './load.js';
+export { maskConfig, redactUrl, REDACTED } from './mask.js';
+export { isStandardSecret } from './rules.js';
+export {
+  configSchema, LOG_LEVELS, ROLES, SCHEMES,
+  type Config, type ConfigData, type DeepReadonly, type LogLevel, type Role, type Scheme,
+} from './schema.js';
+export { isValidTopic, isValidTopicPattern, topicMatches } from './topics.js';

@@ -1,0 +1,93 @@
+/**
+ * Finding, reading and validating `config.yaml`. Parse once at start, then pass the frozen
+ * result down: path from the caller (`-c`), else ACW_CONFIG, else ./config.yaml, else defaults.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { ConfigError } from './errors.js';
+import { interpolateTree, parseYaml, type Env } from './interpolate.js';
+import { isObject } from './rules.js';
+import type { Config } from './schema.js';
+import { sortByInput, validate } from './validate.js';
+
+export { ConfigError } from './errors.js';
+export { interpolate, type Env } from './interpolate.js';
+export { maskConfig } from './mask.js';
+
+export interface LoadOptions {
+  /** An explicit file (`-c FILE`); relative to `cwd`. It must exist. */
+  path?: string | undefined;
+  /** Defaults to `process.env`. */
+  env?: NodeJS.ProcessEnv | Env;
+  /** Defaults to `process.cwd()`. */
+  cwd?: string;
+}
+
+/** The file `loadConfig` reads with these options, or null when the built-in defaults apply. */
+export function configPath(opts: LoadOptions = {}): string | null {
+  const env = opts.env ?? process.env;
+  const cwd = opts.cwd ?? process.cwd();
+  const given = opts.path || env['ACW_CONFIG']; // an empty ACW_CONFIG counts as unset
+  if (given) return resolve(cwd, given);
+  const local = resolve(cwd, 'config.yaml');
+  return existsSync(local) ? local : null;
+}
+
+/** Reads, interpolates and validates the configuration; throws a ConfigError listing every problem. */
+export function loadConfig(opts: LoadOptions = {}): Config {
+  const env = opts.env ?? process.env;
+  const file = configPath(opts);
+  if (file === null) return build({}, env);
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'config file not found' : `cannot read config file (${code ?? String(err)})`;
+    throw new ConfigError([`${file}: ${why}`], { file, cause: err });
+  }
+  return build(parseYaml(text, file), env, file);
+}
+
+/**
+ * Validates a configuration tree without a file (tests, embedding). `${VAR}` in its string values
+ * and DATABASE_URL come from `env`, which defaults to none so the result does not depend on the shell.
+ */
+export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv | Env = {}): Config {
+  return build(raw, env);
+}
+
+function build(raw: unknown, env: Env, file?: string): Config {
+  const interpolated = interpolateTree(raw, env);
+  const tree = withDatabaseUrl(withoutNulls(interpolated.value), env);
+  const result = validate(tree, interpolated.failed);
+  const issues = [...interpolated.issues, ...(result.ok ? [] : result.issues)];
+  if (issues.length > 0 || !result.ok) throw ConfigError.from(sortByInput(issues, tree), file);
+  return deepFreeze(result.value);
+}
+
+/** DATABASE_URL, when set and non-empty, wins over `database.url` (twelve-factor deployments set only it). */
+function withDatabaseUrl(tree: unknown, env: Env): unknown {
+  const url = env['DATABASE_URL'];
+  if (!url) return tree;
+  const root = tree ?? {};
+  if (!isObject(root)) return tree; // not a mapping: the schema reports it
+  const db = root['database'] ?? {};
+  if (!isObject(db)) return tree;
+  return { ...root, database: { ...db, url } };
+}
+
+/** `key:` with no value (YAML null) means "not set": the key takes its default. */
+function withoutNulls(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(withoutNulls);
+  if (!isObject(node)) return node;
+  return Object.fromEntries(Object.entries(node).filter(([, v]) => v !== null).map(([k, v]) => [k, withoutNulls(v)]));
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}

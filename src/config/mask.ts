@@ -1,0 +1,29 @@
+/** A copy of the config that is safe to log: secrets, tokens, header values and passwords hidden. */
+import type { Config, ConfigData } from './schema.js';
+
+export const REDACTED = '[redacted]';
+
+/** Hides the password of `scheme://user:password@host` and any `password=` parameter. */
+export function redactUrl(url: string): string {
+  return url
+    .replace(/^([a-z][a-z0-9+.-]*:\/\/[^/?#@]*?:)[^/?#]*@/i, `$1${REDACTED}@`)
+    .replaceAll(/([?&;\s]password=)[^&;\s]*/gi, `$1${REDACTED}`);
+}
+
+const hide = (v: unknown): unknown => (v === '' ? '' : REDACTED); // an empty secret shows it is unset
+
+function mask(node: unknown, key: string | undefined): unknown {
+  if (key === 'secret' || key === 'token') return hide(node);
+  if (key === 'url' && typeof node === 'string') return redactUrl(node);
+  if (Array.isArray(node)) return node.map((item) => mask(item, undefined));
+  if (typeof node !== 'object' || node === null) return node;
+  const entries = Object.entries(node);
+  // Header values often carry credentials (Authorization, API keys); the names stay visible.
+  if (key === 'headers') return Object.fromEntries(entries.map(([k, v]) => [k, hide(v)]));
+  return Object.fromEntries(entries.map(([k, v]) => [k, mask(v, k)]));
+}
+
+/** A plain, unfrozen copy of `config` to log at start. */
+export function maskConfig(config: Config): ConfigData {
+  return mask(config, undefined) as ConfigData; // same shape: only string leaves were replaced
+}

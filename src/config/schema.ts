@@ -1,0 +1,148 @@
+/**
+ * The configuration schema: the single source of every default and key's documentation.
+ * Parsed keys keep their snake_case names; durations become milliseconds, sizes bytes.
+ */
+import { z } from 'zod';
+import {
+  bool, databaseUrl, duration, fraction, headers, httpUrl, int, list, listen, oneOf, pattern, secretText, size,
+  strict, text, topics,
+} from './fields.js';
+import { checkAuth, checkEndpoint, checkRetry, checkWebhook, isObject, type AddIssue } from './rules.js';
+
+/** Cross-key rules run even when a sibling failed, so one pass reports every problem. */
+function withRule<T extends z.ZodType>(schema: T, rule: (value: unknown, add: AddIssue) => void): T {
+  return schema.superRefine((value, ctx) => rule(value, (path, message) => ctx.addIssue({ code: 'custom', path, message })), {
+    when: (payload) => isObject(payload.value),
+  });
+}
+
+export const ROLES = ['admin', 'viewer', 'service'] as const;
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export const SCHEMES = ['acw', 'standard'] as const;
+
+const user = strict({
+  name: pattern(/^[A-Za-z0-9_.@-]{1,64}$/, 'a user name of 1-64 letters, digits or "_.@-"').describe('principal name'),
+  role: oneOf(ROLES).describe('admin: everything; viewer: read; service: notify'),
+  token: secretText().default('').describe('bearer token; stored hashed; empty: the user is skipped'),
+});
+
+const endpoint = withRule(
+  strict({
+    name: pattern(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'an endpoint name like "billing-hooks" (lowercase, digits, "_-")').describe(
+      'unique endpoint name, used in jobs and the API',
+    ),
+    url: httpUrl().describe('http(s) URL the POST goes to'),
+    secret: secretText().default('').describe('signing key (required); "whsec_<base64>" for scheme standard'),
+    topics: topics().default(() => []).describe('whitelist: exact topics, "prefix.*" or "*"'),
+    timeout: duration({ positive: true }).optional().describe('per-attempt timeout; default notify.webhook.timeout'),
+    max_in_flight: int(1, 10_000).optional().describe('concurrent deliveries per process; default notify.webhook.max_in_flight'),
+    scheme: oneOf(SCHEMES).default('acw').describe('acw: X-ACW-* headers; standard: Standard Webhooks headers'),
+    headers: headers().default(() => ({})).describe('extra request headers'),
+    enabled: bool().default(true).describe('false: jobs for this endpoint wait instead of being sent'),
+  }),
+  checkEndpoint,
+);
+
+const webhook = withRule(
+  strict({
+    enabled: bool().default(true).describe('false: no job for any endpoint'),
+    url: httpUrl({ optional: true }).default('').describe('the endpoint "default"; empty: none'),
+    secret: secretText().default('').describe('required (non-empty) when url is set'),
+    timeout: duration({ positive: true }).prefault('10s').describe('per-attempt timeout'),
+    max_in_flight: int(1, 10_000).default(16).describe('per endpoint per process: one slow receiver cannot hold every worker'),
+    topics: topics().default(() => []).describe('whitelist of the default endpoint'),
+    scheme: oneOf(SCHEMES).default('acw').describe('signature scheme of the default endpoint'),
+    headers: headers().default(() => ({})).describe('extra request headers of the default endpoint'),
+    endpoints: list(endpoint).default(() => []).describe('more endpoints, each with its own secret'),
+  }),
+  checkWebhook,
+);
+
+const jobs = strict({
+  enabled: bool().default(true).describe('false: no dispatcher, scheduler or workers'),
+  workers: int(1, 1000).default(32).describe('concurrent jobs per process'),
+  shutdown_grace: duration().prefault('25s').describe('how long running jobs may finish at shutdown'),
+  max_attempts: int(1, 100).default(6).describe('tries in total before a job goes dead'),
+  poll_interval: duration({ positive: true }).prefault('2s').describe('fallback poll when no NOTIFY arrives'),
+  retry: withRule(
+    strict({
+      base: duration().prefault('10s').describe('first retry delay'),
+      max: duration().prefault('5m').describe('cap on any retry delay'),
+      jitter: fraction().default(0.2).describe('delay varies by +/- this fraction'),
+    }),
+    checkRetry,
+  )
+    .prefault({})
+    .describe('delay = min(base*2^(attempt-1), max) +/- jitter'),
+  job_reaper: strict({
+    enabled: bool().default(true).describe('return expired running jobs to pending'),
+    interval: duration({ positive: true }).prefault('1m').describe('how often the reaper runs'),
+    lease_timeout: duration({ positive: true }).prefault('5m').describe('a running job with no lease renewal this long is reaped'),
+  })
+    .prefault({})
+    .describe('lease reaper'),
+  job_purge: strict({
+    enabled: bool().default(true).describe('delete old completed and dead jobs'),
+    interval: duration({ positive: true }).prefault('24h').describe('how often the purge runs'),
+    completed_retention: duration().prefault('168h').describe('keep completed jobs this long'),
+    dead_retention: duration().prefault('720h').describe('keep dead jobs this long'),
+    batch_size: int(1, 100_000).default(1000).describe('rows deleted per statement'),
+  })
+    .prefault({})
+    .describe('retention purge'),
+});
+
+export const configSchema = strict({
+  database: strict({
+    url: databaseUrl().default('').describe('empty: embedded PostgreSQL under data_dir; DATABASE_URL overrides'),
+    data_dir: text().min(1, { error: 'must not be empty' }).default('.acw').describe('embedded PostgreSQL data and state'),
+    pool_size: int(1, 1000).default(10).describe('pooled connections per process'),
+    migrate: bool().default(true).describe('apply pending migrations at start'),
+    schema: pattern(/^[a-z_][a-z0-9_]*$/, 'a lowercase SQL identifier like "public"')
+      .max(40, { error: (iss) => `must be at most 40 characters, got ${String(iss.input).length}` })
+      .default('public')
+      .describe('schema for every table, function and NOTIFY channel'),
+  })
+    .prefault({})
+    .describe('PostgreSQL'),
+  server: strict({
+    listen: listen().default('127.0.0.1:8080').describe('HOST:PORT of the HTTP API'),
+    max_body: size().prefault('1mb').describe('largest request body'),
+    auth: withRule(
+      strict({
+        users: list(user).default(() => []).describe('bootstrap principals, upserted at start'),
+      }),
+      checkAuth,
+    )
+      .prefault({})
+      .describe('API principals'),
+  })
+    .prefault({})
+    .describe('HTTP API'),
+  log: strict({
+    level: oneOf(LOG_LEVELS).default('info').describe('pino level'),
+  })
+    .prefault({})
+    .describe('logging'),
+  jobs: jobs.prefault({}).describe('queue, workers and periodic runners'),
+  notify: strict({
+    webhook: webhook.prefault({}).describe('outbound webhooks'),
+  })
+    .prefault({})
+    .describe('notification channels'),
+});
+
+/** Makes a parsed value read-only all the way down, as `loadConfig` freezes it. */
+export type DeepReadonly<T> = T extends readonly (infer U)[]
+  ? readonly DeepReadonly<U>[]
+  : T extends object
+    ? { readonly [K in keyof T]: DeepReadonly<T[K]> }
+    : T;
+
+/** The parsed configuration as plain (mutable) data, e.g. a masked copy. */
+export type ConfigData = z.output<typeof configSchema>;
+/** The effective configuration: parsed once at start, frozen, passed down. */
+export type Config = DeepReadonly<ConfigData>;
+export type Role = (typeof ROLES)[number];
+export type LogLevel = (typeof LOG_LEVELS)[number];
+export type Scheme = (typeof SCHEMES)[number];

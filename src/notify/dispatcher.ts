@@ -1,0 +1,94 @@
+import type pg from 'pg';
+import { coerceError } from '../errors.js';
+import { Listener } from '../db/listener.js';
+import { withTransaction } from '../db/pool.js';
+import type { Logger } from '../log.js';
+import { dispatchEvents, type DispatchContext, type EventRow } from './dispatch.js';
+
+const BATCH = 200;
+
+/**
+ * Fans out events that applications wrote through the outbox (`notify(db, ...)`). Undispatched
+ * events are claimed with SKIP LOCKED from a partial index (no high-water mark: transactions
+ * commit out of order), woken by the NOTIFY the outbox sends at commit, with a poll as fallback.
+ */
+export class EventDispatcher {
+  private listener: Listener | null = null;
+  private stopped = false;
+  private wakeResolve: (() => void) | null = null;
+  private wakePending = true;
+  private loopDone: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly opts: { pool: pg.Pool; url: string; channel: string; pollMs: number; ctx: DispatchContext; log: Logger },
+  ) {}
+
+  async start(): Promise<void> {
+    this.listener = new Listener({
+      url: this.opts.url,
+      channels: [this.opts.channel],
+      log: this.opts.log,
+      onNotify: () => this.wake(),
+      onReconnect: () => this.wake(),
+    });
+    await this.listener.start();
+    this.loopDone = this.loop();
+  }
+
+  wake(): void {
+    this.wakePending = true;
+    const r = this.wakeResolve;
+    this.wakeResolve = null;
+    r?.();
+  }
+
+  /** Dispatch one batch of undispatched events; returns how many. */
+  async dispatchBatch(): Promise<number> {
+    return withTransaction(this.opts.pool, async (client) => {
+      const res = await client.query<EventRow>({
+        name: 'acw_claim_events',
+        text: `select id, topic, data, recipients, created_at from events
+          where dispatched_at is null order by created_at, id limit $1 for update skip locked`,
+        values: [BATCH],
+      });
+      if (res.rows.length > 0) await dispatchEvents(client, res.rows, this.opts.ctx);
+      return res.rows.length;
+    });
+  }
+
+  private async loop(): Promise<void> {
+    let errorDelay = 100;
+    while (!this.stopped) {
+      if (!this.wakePending) {
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(resolve, this.opts.pollMs);
+          this.wakeResolve = () => {
+            clearTimeout(t);
+            resolve();
+          };
+        });
+        if (this.stopped) break;
+      }
+      // Woken, or the poll came round: look either way.
+      this.wakePending = false;
+      try {
+        while (!this.stopped && (await this.dispatchBatch()) === BATCH) {
+          // A full batch: there may be more.
+        }
+        errorDelay = 100;
+      } catch (err) {
+        this.opts.log.warn({ event: 'notify.dispatch_error', err: coerceError(err).message }, 'dispatching events failed; retrying');
+        await new Promise((r) => setTimeout(r, errorDelay));
+        errorDelay = Math.min(errorDelay * 2, 5_000);
+        this.wakePending = true;
+      }
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wake();
+    await this.listener?.close();
+    await this.loopDone;
+  }
+}

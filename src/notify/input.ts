@@ -1,0 +1,56 @@
+import { z } from 'zod';
+import { isValidTopic } from '../config/topics.js';
+
+/** A single event's data is limited to 256 KiB once serialised (spec §2). */
+export const MAX_DATA_BYTES = 256 * 1024;
+/** Deeper nesting than this is refused: no legitimate payload needs it and the database recurses on it. */
+export const MAX_DEPTH = 64;
+export const MAX_BATCH = 1000;
+
+function depthOf(value: unknown, limit: number): number {
+  let max = 0;
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, d] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (d > max) max = d;
+    if (max > limit) return max;
+    for (const child of Object.values(v)) stack.push([child, d + 1]);
+  }
+  return max;
+}
+
+/** JSON data an event may carry: serialisable, no NUL characters (PostgreSQL's jsonb refuses them), bounded. */
+export const eventData = z.unknown().superRefine((value, ctx) => {
+  if (value === undefined) {
+    ctx.addIssue({ code: 'custom', message: 'is required (any JSON value, null included)' });
+    return;
+  }
+  let text: string;
+  try {
+    text = JSON.stringify(value);
+  } catch {
+    ctx.addIssue({ code: 'custom', message: 'must be JSON-serialisable' });
+    return;
+  }
+  if (Buffer.byteLength(text) > MAX_DATA_BYTES) ctx.addIssue({ code: 'too_big', origin: 'string', maximum: MAX_DATA_BYTES, message: `must be at most ${MAX_DATA_BYTES} bytes of JSON` });
+  if (text.includes('\\u0000')) ctx.addIssue({ code: 'custom', message: 'must not contain NUL characters (\\u0000)' });
+  if (depthOf(value, MAX_DEPTH) > MAX_DEPTH) ctx.addIssue({ code: 'custom', message: `must not nest deeper than ${MAX_DEPTH} levels` });
+});
+
+export const topicField = z
+  .string()
+  .max(200)
+  .refine(isValidTopic, { message: 'expected lowercase dot-separated words like "workspace.sync_failed" ([a-z0-9_] words joined by dots)' });
+
+export const notifyInput = z.strictObject({
+  topic: topicField,
+  data: eventData,
+  recipients: z.array(z.string().min(1).max(64).regex(/^[A-Za-z0-9_.@-]+$/, 'expected a user name')).max(1000).optional(),
+  idempotency_key: z.string().min(1).max(200).regex(/^[\x21-\x7e]+$/, 'expected printable ASCII without spaces').optional(),
+});
+export type NotifyInput = z.infer<typeof notifyInput>;
+
+export const notifyBatchInput = z.strictObject({
+  events: z.array(notifyInput).min(1).max(MAX_BATCH),
+});

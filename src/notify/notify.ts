@@ -1,0 +1,93 @@
+import { createHash } from 'node:crypto';
+import type pg from 'pg';
+import { withTransaction } from '../db/pool.js';
+import { dispatchEvents, type DispatchContext, type DispatchResult, type EventRow } from './dispatch.js';
+import type { NotifyInput } from './input.js';
+
+/** A refusal the caller can act on; HTTP maps `status` straight through. */
+export class NotifyError extends Error {
+  override readonly name = 'NotifyError';
+  constructor(
+    readonly status: 400 | 409,
+    readonly code: 'unknown_recipients' | 'idempotency_conflict',
+    message: string,
+    readonly details?: Record<string, unknown>,
+  ) {
+    super(message);
+  }
+}
+
+export interface NotifyAnswer {
+  /** 202 accepted now; 200 the same idempotency key again: the first answer, nothing written. */
+  status: 200 | 202;
+  body: DispatchResult;
+}
+
+function requestHash(input: NotifyInput): string {
+  return createHash('sha256')
+    .update(JSON.stringify([input.topic, input.data, input.recipients ?? []]))
+    .digest('hex');
+}
+
+async function notifyOne(client: pg.ClientBase, input: NotifyInput, principal: string, ctx: DispatchContext, path: string): Promise<NotifyAnswer> {
+  const recipients = input.recipients ?? [];
+  if (recipients.length > 0) {
+    const res = await client.query<{ name: string }>(
+      `select n as name from unnest($1::text[]) n where not exists (select 1 from users u where u.name = n and u.revoked_at is null)`,
+      [recipients],
+    );
+    if (res.rows.length > 0) {
+      const names = res.rows.map((r) => r.name);
+      throw new NotifyError(400, 'unknown_recipients', `${path}recipients: no such user: ${names.join(', ')}`, {
+        field: `${path}recipients`,
+        names,
+      });
+    }
+  }
+  const hash = requestHash(input);
+  const ins = await client.query<{ id: string; created_at: Date }>(
+    `insert into events (topic, data, recipients, principal, idempotency_key, request_hash)
+     values ($1, $2::jsonb, $3, $4, $5, $6)
+     on conflict (principal, idempotency_key) do nothing
+     returning id, created_at`,
+    [input.topic, JSON.stringify(input.data), recipients, principal, input.idempotency_key ?? null, hash],
+  );
+  const row = ins.rows[0];
+  if (!row) {
+    // The key was used before (a concurrent first use waited for us on the unique index).
+    const prev = await client.query<{ request_hash: string | null; response: DispatchResult | null }>(
+      `select request_hash, response from events where principal = $1 and idempotency_key = $2`,
+      [principal, input.idempotency_key],
+    );
+    const p = prev.rows[0];
+    if (!p || p.request_hash !== hash || !p.response) {
+      throw new NotifyError(409, 'idempotency_conflict', `${path}idempotency_key: already used with a different request`, {
+        field: `${path}idempotency_key`,
+      });
+    }
+    return { status: 200, body: p.response };
+  }
+  const ev: EventRow = { id: row.id, topic: input.topic, data: input.data, recipients, created_at: row.created_at };
+  const [result] = await dispatchEvents(client, [ev], ctx);
+  await client.query(`update events set response = $2::jsonb where id = $1`, [row.id, JSON.stringify(result)]);
+  return { status: 202, body: result! };
+}
+
+/** The service's own notify (HTTP route, CLI): insert and dispatch at once, in one transaction. */
+export async function notifyNow(pool: pg.Pool, input: NotifyInput, principal: string, ctx: DispatchContext): Promise<NotifyAnswer> {
+  return withTransaction(pool, (client) => notifyOne(client, input, principal, ctx, ''));
+}
+
+/** All or nothing: every event of the batch, or none of them. */
+export async function notifyBatchNow(
+  pool: pg.Pool,
+  inputs: readonly NotifyInput[],
+  principal: string,
+  ctx: DispatchContext,
+): Promise<NotifyAnswer[]> {
+  return withTransaction(pool, async (client) => {
+    const out: NotifyAnswer[] = [];
+    for (const [i, input] of inputs.entries()) out.push(await notifyOne(client, input, principal, ctx, `events[${i}].`));
+    return out;
+  });
+}

@@ -1,0 +1,83 @@
+import { quoteIdent } from './db/sql.js';
+import { notifyInput, type NotifyInput } from './notify/input.js';
+
+/**
+ * The transactional outbox. Call it with the `pg` client your own transaction runs on: the event
+ * exists if and only if your transaction commits, and the acw-webhooks dispatcher (woken by the
+ * NOTIFY that goes out at commit) fans it out to webhook jobs and in-app notifications.
+ *
+ *   await client.query('begin');
+ *   await client.query('update workspaces set ...');
+ *   await notify(client, 'workspace.sync_failed', { workspace_id: 42 });
+ *   await client.query('commit');
+ */
+
+/** Anything with pg's `query(text, values)`: a `pg.Client`, a `PoolClient`, or a `Pool` (no transaction). */
+export interface OutboxDb {
+  query(text: string, values?: unknown[]): Promise<{ rows: Array<Record<string, unknown>> }>;
+}
+
+export interface OutboxOptions {
+  /** User names that get an in-app notification of the event. Unknown names are skipped (and logged by the dispatcher). */
+  recipients?: string[];
+  /** The same key again returns the first event's id and writes nothing. */
+  idempotencyKey?: string;
+  /** The schema acw-webhooks is installed in (`database.schema`). Default `public`. */
+  schema?: string;
+}
+
+export interface OutboxEvent {
+  topic: string;
+  data: unknown;
+  recipients?: string[];
+  idempotencyKey?: string;
+}
+
+export class OutboxError extends Error {
+  override readonly name = 'OutboxError';
+}
+
+function validate(e: OutboxEvent, path: string): NotifyInput {
+  const parsed = notifyInput.safeParse({
+    topic: e.topic,
+    data: e.data,
+    ...(e.recipients ? { recipients: e.recipients } : {}),
+    ...(e.idempotencyKey !== undefined ? { idempotency_key: e.idempotencyKey } : {}),
+  });
+  if (!parsed.success) {
+    const msgs = parsed.error.issues.map((i) => `${path}${i.path.join('.') || 'event'}: ${i.message}`);
+    throw new OutboxError(msgs.join('; '));
+  }
+  return parsed.data;
+}
+
+function schemaOf(schema: string | undefined): string {
+  const s = schema ?? 'public';
+  if (!/^[a-z_][a-z0-9_]*$/.test(s)) throw new OutboxError(`schema: expected a lowercase identifier, got ${JSON.stringify(s)}`);
+  return quoteIdent(s);
+}
+
+/** Record one event in the caller's transaction; resolves with its id. */
+export async function notify(db: OutboxDb, topic: string, data: unknown, opts: OutboxOptions = {}): Promise<string> {
+  const ev = validate({ topic, data, ...opts }, '');
+  const res = await db.query(`select ${schemaOf(opts.schema)}.acw_notify($1, $2::jsonb, $3::text[], $4) as id`, [
+    ev.topic,
+    JSON.stringify(ev.data),
+    ev.recipients ?? [],
+    ev.idempotency_key ?? null,
+  ]);
+  return String(res.rows[0]?.id);
+}
+
+/** Record many events in one statement, in the caller's transaction; resolves with their ids in order. */
+export async function notifyMany(db: OutboxDb, events: readonly OutboxEvent[], opts: { schema?: string } = {}): Promise<string[]> {
+  if (events.length === 0) return [];
+  const evs = events.map((e, i) => validate(e, `events[${i}].`));
+  const res = await db.query(
+    `select ${schemaOf(opts.schema)}.acw_notify(e->>'topic', e->'data',
+        array(select jsonb_array_elements_text(coalesce(e->'recipients', '[]'))), e->>'idempotency_key') as id
+     from jsonb_array_elements($1::jsonb) with ordinality as t(e, n) order by n`,
+    [JSON.stringify(evs)],
+  );
+  return res.rows.map((r) => String(r.id));
+}

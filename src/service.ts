@@ -1,0 +1,162 @@
+import type { Dispatcher } from 'undici';
+import { maskConfig, resolveEndpoints, type Config, type Endpoint } from './config/index.js';
+import { openDatabase, type Database } from './db/connect.js';
+import { migrate } from './db/migrate.js';
+import { channels } from './db/sql.js';
+import { silentLogger, type Logger } from './log.js';
+import { EventDispatcher } from './notify/dispatcher.js';
+import { WEBHOOK_JOB, type DispatchContext } from './notify/dispatch.js';
+import { jobPurge } from './runners/purge.js';
+import { jobReaper } from './runners/reaper.js';
+import { Scheduler, type PeriodicRunner } from './runners/scheduler.js';
+import { WorkerPool, type JobHandler } from './queue/worker.js';
+import { createDeliverHandler, logAttempt } from './webhook/deliver.js';
+import { deadLetterHook } from './webhook/dead-letter.js';
+import { createDeliveryAgent } from './webhook/send.js';
+import { bootstrapUsers } from './users.js';
+
+export interface ServiceOptions {
+  config: Config;
+  log?: Logger;
+  /** Extra job handlers and periodic runners of an embedding application. */
+  handlers?: Record<string, JobHandler>;
+  runners?: PeriodicRunner[];
+  /** The undici dispatcher deliveries go through (tests pass a MockAgent). */
+  dispatcher?: Dispatcher;
+  /** An already open database (tests); otherwise opened from the config. */
+  database?: Database;
+}
+
+/**
+ * The running parts of one process: the database, and (unless `jobs.enabled: false`) the event
+ * dispatcher, the delivery workers and the periodic runners. The HTTP server sits on top of it.
+ */
+export class Service {
+  readonly config: Config;
+  readonly log: Logger;
+  readonly db: Database;
+  readonly channels: ReturnType<typeof channels>;
+  readonly dispatchContext: DispatchContext;
+  readonly scheduler: Scheduler;
+  workers: WorkerPool | null = null;
+  dispatcher: EventDispatcher | null = null;
+  private endpointList: readonly Endpoint[];
+  private endpointMap: ReadonlyMap<string, Endpoint>;
+  private endpointCaps: ReadonlyMap<string, number>;
+  private readonly agent: Dispatcher;
+  private readonly ownsAgent: boolean;
+  private stopping: Promise<void> | null = null;
+
+  private constructor(opts: ServiceOptions, db: Database) {
+    this.config = opts.config;
+    this.log = opts.log ?? silentLogger;
+    this.db = db;
+    this.channels = channels(opts.config.database.schema);
+    this.endpointList = resolveEndpoints(opts.config);
+    this.endpointMap = new Map(this.endpointList.map((e) => [e.name, e]));
+    this.endpointCaps = new Map(this.endpointList.map((e) => [e.name, e.max_in_flight]));
+    this.ownsAgent = !opts.dispatcher;
+    this.agent = opts.dispatcher ?? createDeliveryAgent();
+    const cfg = opts.config;
+    this.dispatchContext = {
+      endpoints: () => this.endpointList,
+      webhooksEnabled: () => cfg.notify.webhook.enabled,
+      maxAttempts: cfg.jobs.max_attempts,
+      jobsChannel: this.channels.jobs,
+      log: this.log,
+    };
+    this.scheduler = new Scheduler({ pool: db.pool, log: this.log });
+  }
+
+  get endpoints(): readonly Endpoint[] {
+    return this.endpointList;
+  }
+
+  static async start(opts: ServiceOptions): Promise<Service> {
+    const log = opts.log ?? silentLogger;
+    const db = opts.database ?? (await openDatabase(opts.config, log));
+    const svc = new Service(opts, db);
+    try {
+      await svc.boot(opts);
+    } catch (err) {
+      await svc.stop();
+      throw err;
+    }
+    return svc;
+  }
+
+  private async boot(opts: ServiceOptions): Promise<void> {
+    const { config: cfg, log } = this;
+    log.info({ event: 'service.config', config: maskConfig(cfg) }, 'effective configuration');
+    if (cfg.database.migrate) await migrate(this.db.pool, { schema: cfg.database.schema, log });
+    await bootstrapUsers(this.db.pool, cfg.server.auth.users, log);
+    if (!cfg.jobs.enabled) {
+      log.info({ event: 'jobs.disabled' }, 'jobs.enabled is false: no dispatcher, scheduler or workers');
+      return;
+    }
+    const onDead = deadLetterHook(this.channels.alerts);
+    const j = cfg.jobs;
+    for (const r of [
+      ...(j.job_reaper.enabled ? [jobReaper({ intervalMs: j.job_reaper.interval, channel: this.channels.jobs, onDead })] : []),
+      ...(j.job_purge.enabled
+        ? [
+            jobPurge({
+              intervalMs: j.job_purge.interval,
+              completedRetentionMs: j.job_purge.completed_retention,
+              deadRetentionMs: j.job_purge.dead_retention,
+              batchSize: j.job_purge.batch_size,
+            }),
+          ]
+        : []),
+      ...(opts.runners ?? []),
+    ]) {
+      this.scheduler.register(r);
+    }
+    this.dispatcher = new EventDispatcher({
+      pool: this.db.pool,
+      url: this.db.url,
+      channel: this.channels.events,
+      pollMs: j.poll_interval,
+      ctx: this.dispatchContext,
+      log,
+    });
+    this.workers = new WorkerPool({
+      pool: this.db.pool,
+      url: this.db.url,
+      channel: this.channels.jobs,
+      handlers: {
+        ...opts.handlers,
+        [WEBHOOK_JOB]: createDeliverHandler({
+          endpoints: () => this.endpointMap,
+          dispatcher: this.agent,
+          recheckMs: Math.min(j.retry.base, 60_000),
+          log,
+        }),
+      },
+      concurrency: j.workers,
+      leaseMs: j.job_reaper.lease_timeout,
+      pollMs: j.poll_interval,
+      shutdownGraceMs: j.shutdown_grace,
+      retry: j.retry,
+      onDead,
+      endpointLimits: () => this.endpointCaps,
+      log,
+      onFinished: (f, changed, next) => logAttempt(log, f, changed, next),
+    });
+    await this.dispatcher.start();
+    await this.workers.start();
+    this.scheduler.start();
+  }
+
+  /** Stop claiming, let in-flight work finish within the grace, hand back the rest, close the database. */
+  async stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      await this.dispatcher?.stop();
+      await this.scheduler.stop();
+      await this.workers?.stop();
+      if (this.ownsAgent) await (this.agent as { close?: () => Promise<void> }).close?.();
+      await this.db.close();
+    })();
+    return this.stopping;
+  }
+}

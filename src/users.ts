@@ -1,0 +1,33 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type pg from 'pg';
+import type { Logger } from './log.js';
+
+/** Tokens are 32 random bytes (256 bits), shown once; only their SHA-256 is stored. */
+export function newToken(): string {
+  return `acw_${randomBytes(32).toString('base64url')}`;
+}
+
+export function hashToken(token: string): string {
+  return createHash('sha256').update(token, 'utf8').digest('hex');
+}
+
+export interface BootstrapUser {
+  readonly name: string;
+  readonly role: string;
+  readonly token: string;
+}
+
+/** Upsert `server.auth.users` at start; a user with an empty token is skipped. */
+export async function bootstrapUsers(pool: pg.Pool, users: readonly BootstrapUser[], log: Logger): Promise<void> {
+  for (const u of users) {
+    if (!u.token) {
+      log.info({ event: 'users.bootstrap_skipped', user: u.name }, 'bootstrap user has an empty token: skipped');
+      continue;
+    }
+    await pool.query(
+      `insert into users (name, role, token_hash) values ($1, $2, $3)
+       on conflict (name) do update set role = excluded.role, token_hash = excluded.token_hash, revoked_at = null`,
+      [u.name, u.role, hashToken(u.token)],
+    );
+  }
+}

@@ -1,0 +1,50 @@
+import type pg from 'pg';
+import type { DeadHook, DeadJob } from '../queue/types.js';
+import { WEBHOOK_JOB } from '../notify/dispatch.js';
+
+/**
+ * The dead-letter safety net (seed 003, spec §5), run by the queue inside the transaction that
+ * moved the jobs to dead and only for rows that transaction changed: one audit_log row per job,
+ * one in-app notification per admin, and a NOTIFY on the alerts channel carrying the newest audit
+ * id. The rows are the exactly-once record; the NOTIFY only wakes listeners.
+ */
+function topicOf(j: DeadJob): string | null {
+  const p = j.payload as { topic?: unknown } | null;
+  return typeof p === 'object' && p !== null && typeof p.topic === 'string' ? p.topic : null;
+}
+
+export function deadLetterHook(alertsChannel: string): DeadHook {
+  return async (client: pg.ClientBase, jobs: DeadJob[]) => {
+    if (jobs.length === 0) return;
+    await client.query(
+      `with j as (
+         select * from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::uuid[], $8::text[])
+           as t(id, type, endpoint, last_error, attempts, reason, event_id, topic)),
+       a as (
+         insert into audit_log (action, actor, target_type, target_id, details)
+         select case when j.type = $9 then 'webhook.dead_letter' else 'job.dead_letter' end, 'system', 'job', j.id::text,
+           jsonb_build_object('job_id', j.id, 'type', j.type, 'endpoint', j.endpoint, 'topic', j.topic, 'event_id', j.event_id,
+                              'attempts', j.attempts, 'reason', j.reason, 'last_error', j.last_error)
+         from j
+         returning id, details),
+       n as (
+         insert into notifications (user_id, topic, data, event_id)
+         select u.id, case when a.details->>'type' = $9 then 'webhook.dead_letter' else 'job.dead_letter' end,
+           a.details || jsonb_build_object('audit_id', a.id), (a.details->>'event_id')::uuid
+         from a cross join users u where u.role = 'admin' and u.revoked_at is null)
+       select pg_notify($10, max(id)::text) from a`,
+      [
+        jobs.map((j) => j.id),
+        jobs.map((j) => j.type),
+        jobs.map((j) => j.endpoint),
+        jobs.map((j) => j.lastError),
+        jobs.map((j) => j.attempts),
+        jobs.map((j) => j.reason),
+        jobs.map((j) => j.eventId),
+        jobs.map(topicOf),
+        WEBHOOK_JOB,
+        alertsChannel,
+      ],
+    );
+  };
+}

@@ -1,0 +1,88 @@
+import type { Dispatcher } from 'undici';
+import type { Endpoint } from '../config/index.js';
+import type { Logger } from '../log.js';
+import type { DeliverPayload } from '../notify/dispatch.js';
+import type { Finished } from '../queue/flusher.js';
+import type { AttemptRecord, ClaimedJob, JobOutcome } from '../queue/types.js';
+import type { JobHandler } from '../queue/worker.js';
+import { sendWebhook } from './send.js';
+import { buildHeaders } from './sign.js';
+
+/** A job whose endpoint stays unknown this long goes dead (a rolling deploy is over by then). */
+export const UNKNOWN_ENDPOINT_DEAD_AFTER_MS = 24 * 3600_000;
+
+export interface DeliverOptions {
+  /** The endpoints in force now: read at every attempt, so a fixed URL or rotated secret applies to retries. */
+  endpoints: () => ReadonlyMap<string, Endpoint>;
+  dispatcher: Dispatcher;
+  /** How long a job with an unknown or disabled endpoint waits before it looks again. */
+  recheckMs: number;
+  log: Logger;
+}
+
+function isPayload(p: unknown): p is DeliverPayload {
+  return typeof p === 'object' && p !== null && typeof (p as DeliverPayload).body === 'string' && typeof (p as DeliverPayload).topic === 'string';
+}
+
+/**
+ * The `webhook.deliver` handler: sign the stored body, POST it once, and say what that came to.
+ * The attempt row rides along with the outcome and is written in the same statement.
+ */
+export function createDeliverHandler(opts: DeliverOptions): JobHandler {
+  return async (job: ClaimedJob, { signal }): Promise<JobOutcome> => {
+    const name = job.endpoint ?? '';
+    const ep = opts.endpoints().get(name);
+    if (!ep || !ep.enabled) {
+      const why = ep ? `endpoint ${name} is disabled` : `endpoint ${name} is not configured`;
+      opts.log.info({ event: 'webhook.skipped', job_id: job.id, endpoint: name, reason: ep ? 'endpoint_disabled' : 'endpoint_unknown' }, why);
+      return {
+        kind: 'release',
+        delayMs: opts.recheckMs,
+        error: why,
+        // Only an unknown endpoint counts towards going dead; a paused one waits for the operator.
+        ...(ep ? {} : { park: { deadAfterMs: UNKNOWN_ENDPOINT_DEAD_AFTER_MS } }),
+      };
+    }
+    if (!isPayload(job.payload)) return { kind: 'permanent', error: 'payload has no body/topic: not a webhook.deliver job' };
+    const { body, topic } = job.payload;
+    const timestamp = Math.floor(Date.now() / 1000);
+    const headers = buildHeaders({ scheme: ep.scheme, secret: ep.secret, jobId: job.id, topic, body, timestamp, extra: { ...ep.headers } });
+    const sent = await sendWebhook({ dispatcher: opts.dispatcher, url: ep.url, headers, body, timeoutMs: ep.timeout, signal });
+    const o = sent.outcome;
+    const attempt: AttemptRecord = {
+      attempt: job.attempts,
+      endpoint: name,
+      statusCode: o.status ?? null,
+      errorKind: o.kind === 'delivered' ? null : o.errorKind,
+      error: o.kind === 'delivered' ? null : o.message,
+      durationMs: sent.durationMs,
+      responseBody: sent.responseBody,
+      aborted: o.kind === 'retry' && o.errorKind === 'aborted',
+    };
+    if (o.kind === 'delivered') return { kind: 'complete', attempt };
+    if (o.kind === 'permanent') return { kind: 'permanent', error: o.message, attempt };
+    return { kind: 'retry', error: o.message, attempt, ...(o.retryAfterMs !== undefined ? { retryAfterMs: o.retryAfterMs } : {}) };
+  };
+}
+
+/** One `webhook.attempt` line per attempt, once its outcome is written (so it can say what comes next). */
+export function logAttempt(log: Logger, f: Finished, changed: boolean, nextRunAt: Date | undefined): void {
+  const a = f.outcome.attempt;
+  if (!a || f.job.type !== 'webhook.deliver') return;
+  const final = f.outcome.kind === 'complete' ? 'completed' : f.outcome.kind === 'release' ? 'released' : nextRunAt ? 'retry' : 'dead';
+  log.info(
+    {
+      event: 'webhook.attempt',
+      job_id: f.job.id,
+      event_id: f.job.eventId,
+      endpoint: a.endpoint,
+      attempt: a.attempt,
+      status: a.statusCode,
+      error_kind: a.errorKind,
+      duration_ms: a.durationMs,
+      result: changed ? final : 'lease_lost',
+      next_retry_at: changed && nextRunAt ? nextRunAt.toISOString() : null,
+    },
+    a.errorKind ? `attempt ${a.attempt} failed: ${a.errorKind}${a.statusCode ? ` ${a.statusCode}` : ''}` : `delivered: ${a.statusCode}`,
+  );
+}

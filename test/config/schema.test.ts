@@ -1,0 +1,285 @@
+import { describe, expect, test } from 'vitest';
+import { resolveEndpoints } from '../../src/config/endpoints.js';
+import { ConfigError, parseConfig } from '../../src/config/load.js';
+
+/** The issues a config produces (fails the test if it is accepted). */
+function issuesOf(raw: unknown, env: Record<string, string> = {}): string[] {
+  try {
+    parseConfig(raw, env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err.issues;
+    throw err;
+  }
+  throw new Error('expected the config to be rejected');
+}
+
+const SECRET = 'sUp3r-S3cr3t-Zebra-42';
+const WHSEC = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+const webhook = (w: Record<string, unknown>) => ({ notify: { webhook: w } });
+
+describe('defaults', () => {
+  test('an empty config yields every default of spec §2', () => {
+    expect(parseConfig({})).toEqual({
+      database: { url: '', data_dir: '.acw', pool_size: 10, migrate: true, schema: 'public' },
+      server: { listen: '127.0.0.1:8080', max_body: 1_048_576, auth: { users: [] } },
+      log: { level: 'info' },
+      jobs: {
+        enabled: true,
+        workers: 32,
+        shutdown_grace: 25_000,
+        max_attempts: 6,
+        poll_interval: 2000,
+        retry: { base: 10_000, max: 300_000, jitter: 0.2 },
+        job_reaper: { enabled: true, interval: 60_000, lease_timeout: 300_000 },
+        job_purge: {
+          enabled: true,
+          interval: 86_400_000,
+          completed_retention: 604_800_000,
+          dead_retention: 2_592_000_000,
+          batch_size: 1000,
+        },
+      },
+      notify: {
+        webhook: {
+          enabled: true,
+          url: '',
+          secret: '',
+          timeout: 10_000,
+          max_in_flight: 16,
+          topics: [],
+          scheme: 'acw',
+          headers: {},
+          endpoints: [],
+        },
+      },
+    });
+  });
+
+  test('null and undefined roots are the defaults too', () => {
+    expect(parseConfig(null)).toEqual(parseConfig({}));
+    expect(parseConfig(undefined)).toEqual(parseConfig({}));
+  });
+
+  test('the result is deeply frozen', () => {
+    const config = parseConfig({ notify: { webhook: { topics: ['a'] } } });
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(Object.isFrozen(config.jobs.retry)).toBe(true);
+    expect(Object.isFrozen(config.notify.webhook.topics)).toBe(true);
+  });
+
+  test('numbers and booleans given as text (from ${VAR}) are accepted', () => {
+    const config = parseConfig({ jobs: { workers: '${W}', enabled: 'false', retry: { jitter: '0.5' } } }, { W: '4' });
+    expect(config.jobs.workers).toBe(4);
+    expect(config.jobs.enabled).toBe(false);
+    expect(config.jobs.retry.jitter).toBe(0.5);
+  });
+});
+
+describe('field messages', () => {
+  test('a bad duration reads exactly as the spec shows', () => {
+    expect(issuesOf({ jobs: { job_reaper: { lease_timeout: '5 minutes' } } })).toEqual([
+      'jobs.job_reaper.lease_timeout: expected a duration like "5m", got "5 minutes"',
+    ]);
+  });
+
+  test.each([
+    [{ jobs: { workers: 0 } }, 'jobs.workers: expected an integer from 1 to 1000, got 0'],
+    [{ jobs: { workers: 2.5 } }, 'jobs.workers: expected an integer from 1 to 1000, got 2.5'],
+    [{ jobs: { max_attempts: 101 } }, 'jobs.max_attempts: expected an integer from 1 to 100, got 101'],
+    [{ jobs: { retry: { jitter: 1.5 } } }, 'jobs.retry.jitter: expected a number from 0 to 1, got 1.5'],
+    [{ jobs: { enabled: 'yes' } }, 'jobs.enabled: expected true or false, got "yes"'],
+    [{ jobs: { poll_interval: 10 } }, 'jobs.poll_interval: expected a duration like "5m", got 10'],
+    [{ jobs: { poll_interval: '0s' } }, 'jobs.poll_interval: must be longer than 0, got "0s"'],
+    [{ log: { level: 'verbose' } }, 'log.level: expected one of "fatal", "error", "warn", "info", "debug", "trace", "silent", got "verbose"'],
+    [{ server: { max_body: '1 mb' } }, 'server.max_body: expected a size like "1mb", got "1 mb"'],
+    [{ server: { listen: 'localhost:99999' } }, 'server.listen: expected HOST:PORT like "127.0.0.1:8080" (port 0-65535), got "localhost:99999"'],
+    [{ database: { schema: 'Public' } }, 'database.schema: expected a lowercase SQL identifier like "public", got "Public"'],
+    [{ database: { schema: 'a'.repeat(41) } }, 'database.schema: must be at most 40 characters, got 41'],
+    [{ database: { pool_size: 1001 } }, 'database.pool_size: expected an integer from 1 to 1000, got 1001'],
+    [{ jobs: 'none' }, 'jobs: expected a mapping, got "none"'],
+    [[1, 2], 'config: expected a mapping, got a list'],
+    [{ notify: { webhook: { topics: 'a.b' } } }, 'notify.webhook.topics: expected a list, got "a.b"'],
+  ])('%j is rejected', (raw, message) => {
+    expect(issuesOf(raw)).toEqual([message]);
+  });
+
+  test('a missing required key says so', () => {
+    expect(issuesOf(webhook({ endpoints: [{ name: 'a', secret: SECRET }] }))).toEqual([
+      'notify.webhook.endpoints[0].url: required',
+    ]);
+    expect(issuesOf({ server: { auth: { users: [{ name: 'ops' }] } } })).toEqual(['server.auth.users[0].role: required']);
+  });
+});
+
+describe('unknown keys', () => {
+  test('a misspelt key is an error that suggests the known one', () => {
+    expect(issuesOf({ jobs: { wokers: 4 } })).toEqual(['jobs.wokers: unknown key (did you mean "workers"?)']);
+  });
+
+  test.each([
+    ['maxInFlight', 'max_in_flight'],
+    ['max-in-flight', 'max_in_flight'],
+    ['Timeout', 'timeout'],
+    ['secrte', 'secret'],
+  ])('%s suggests %s', (key, known) => {
+    expect(issuesOf(webhook({ [key]: 1 }))).toEqual([`notify.webhook.${key}: unknown key (did you mean "${known}"?)`]);
+  });
+
+  test('a key far from every known one gets no suggestion', () => {
+    expect(issuesOf({ database: { hostname: 'x' } })).toEqual(['database.hostname: unknown key']);
+  });
+
+  test('unknown keys are found at every level, including list items', () => {
+    expect(issuesOf({ colour: 1, server: { auth: { users: [{ name: 'a', role: 'admin', tokn: 'x' }] } } })).toEqual([
+      'colour: unknown key',
+      'server.auth.users[0].tokn: unknown key (did you mean "token"?)',
+    ]);
+  });
+});
+
+describe('cross-field rules', () => {
+  test('the top-level url needs a secret', () => {
+    expect(issuesOf(webhook({ url: 'https://h.example.com/x' }))).toEqual([
+      'notify.webhook.secret: required when notify.webhook.url is set',
+    ]);
+  });
+
+  test('every endpoint needs a secret', () => {
+    expect(issuesOf(webhook({ endpoints: [{ name: 'a', url: 'https://h.example.com' }] }))).toEqual([
+      'notify.webhook.endpoints[0].secret: required (non-empty) for every endpoint',
+    ]);
+  });
+
+  test('urls must be http or https', () => {
+    expect(issuesOf(webhook({ url: 'ftp://h.example.com', secret: SECRET }))).toEqual([
+      'notify.webhook.url: expected an http:// or https:// URL, got a "ftp:" URL',
+    ]);
+    expect(issuesOf(webhook({ endpoints: [{ name: 'a', url: 'not a url', secret: SECRET }] }))).toEqual([
+      'notify.webhook.endpoints[0].url: expected an http:// or https:// URL, got "not a url"',
+    ]);
+  });
+
+  test('endpoint names are unique, and "default" is reserved while the top-level url is set', () => {
+    const ep = (name: string) => ({ name, url: 'https://h.example.com', secret: SECRET });
+    expect(issuesOf(webhook({ endpoints: [ep('a'), ep('b'), ep('a')] }))).toEqual([
+      'notify.webhook.endpoints[2].name: duplicate endpoint name "a" (also endpoints[0])',
+    ]);
+    expect(issuesOf(webhook({ url: 'https://h.example.com', secret: SECRET, endpoints: [ep('default')] }))).toEqual([
+      'notify.webhook.endpoints[0].name: "default" is reserved for the endpoint given by notify.webhook.url',
+    ]);
+    expect(parseConfig(webhook({ endpoints: [ep('default')] })).notify.webhook.endpoints[0]?.name).toBe('default');
+  });
+
+  test('topics must be exact topics, prefix patterns or *', () => {
+    expect(issuesOf(webhook({ topics: ['a.b', 'a.*', '*', 'Bad', 'a.*.b'] }))).toEqual([
+      'notify.webhook.topics[3]: expected a topic like "workspace.sync_failed", a pattern like "workspace.*", or "*", got "Bad"',
+      'notify.webhook.topics[4]: expected a topic like "workspace.sync_failed", a pattern like "workspace.*", or "*", got "a.*.b"',
+    ]);
+  });
+
+  test('scheme standard needs a whsec_ secret with a non-empty base64 key', () => {
+    const ep = (secret: string) => webhook({ endpoints: [{ name: 'a', url: 'https://h.example.com', secret, scheme: 'standard' }] });
+    expect(parseConfig(ep(WHSEC)).notify.webhook.endpoints[0]?.scheme).toBe('standard');
+    for (const bad of [SECRET, 'whsec_', 'whsec_not base64!', 'whsec_abc']) {
+      expect(issuesOf(ep(bad))).toEqual([
+        `notify.webhook.endpoints[0].secret: scheme "standard" needs a secret like "whsec_<base64>", got a value of ${bad.length} characters`,
+      ]);
+    }
+    expect(issuesOf(webhook({ url: 'https://h.example.com', secret: SECRET, scheme: 'standard' }))).toHaveLength(1);
+  });
+
+  test('retry.base may not exceed retry.max', () => {
+    expect(issuesOf({ jobs: { retry: { base: '10m', max: '5m' } } })).toEqual([
+      'jobs.retry.base: must not exceed jobs.retry.max (5m), got 10m',
+    ]);
+  });
+
+  test('user names are unique', () => {
+    const users = [{ name: 'ops', role: 'admin' }, { name: 'ci', role: 'service' }, { name: 'ops', role: 'viewer' }];
+    expect(issuesOf({ server: { auth: { users } } })).toEqual(['server.auth.users[2].name: duplicate user name "ops" (also users[0])']);
+  });
+
+  test('headers must be valid names the service does not set itself', () => {
+    const issues = issuesOf(webhook({ headers: { 'X-Team': 'a', 'bad name': 'b', 'X-ACW-Signature': 'c' } }));
+    expect(issues).toEqual([
+      'notify.webhook.headers["bad name"]: expected an HTTP header name, got "bad name"',
+      'notify.webhook.headers.X-ACW-Signature: "X-ACW-Signature" is set by the service and cannot be configured',
+    ]);
+  });
+});
+
+describe('secrets in messages', () => {
+  test('no message ever contains a secret or token value', () => {
+    const issues = issuesOf({
+      database: { url: `mysql://u:${SECRET}@h/db` },
+      server: { auth: { users: [{ name: 'ops', role: 'boss', token: SECRET }, { name: 'x', role: 'admin', token: 42 }] } },
+      notify: {
+        webhook: {
+          url: 'https://h.example.com',
+          secret: SECRET,
+          scheme: 'standard',
+          headers: { Authorization: `Bearer ${SECRET}\n` },
+          endpoints: [{ name: 'a', url: 'https://h.example.com', secret: SECRET, scheme: 'standard' }, { name: 'b', secret: 123 }],
+        },
+      },
+    });
+    expect(issues.length).toBeGreaterThanOrEqual(6);
+    for (const issue of issues) {
+      expect(issue).not.toContain(SECRET);
+      expect(issue).not.toContain('Zebra');
+      expect(issue).not.toContain('123');
+    }
+  });
+});
+
+test('every problem is reported at once, cross-field ones included, in the order of the input', () => {
+  const issues = issuesOf({
+    jobs: { wokers: 4, job_reaper: { lease_timeout: '5 minutes' }, retry: { base: '1h' } },
+    log: { level: 'loud' },
+    notify: { webhook: { url: 'https://h.example.com', timeout: 'soon', topics: ['Nope'] } },
+  });
+  expect(issues).toEqual([
+    'jobs.wokers: unknown key (did you mean "workers"?)',
+    'jobs.job_reaper.lease_timeout: expected a duration like "5m", got "5 minutes"',
+    'jobs.retry.base: must not exceed jobs.retry.max (5m), got 1h',
+    'log.level: expected one of "fatal", "error", "warn", "info", "debug", "trace", "silent", got "loud"',
+    // An absent key is reported where its parent mapping starts.
+    'notify.webhook.secret: required when notify.webhook.url is set',
+    'notify.webhook.timeout: expected a duration like "5m", got "soon"',
+    'notify.webhook.topics[0]: expected a topic like "workspace.sync_failed", a pattern like "workspace.*", or "*", got "Nope"',
+  ]);
+});
+
+describe('resolveEndpoints', () => {
+  test('lists the top-level form as "default", then endpoints with inherited timeout and max_in_flight', () => {
+    const config = parseConfig(
+      webhook({
+        url: 'https://a.example.com',
+        secret: SECRET,
+        topics: ['a.*'],
+        timeout: '3s',
+        max_in_flight: 5,
+        endpoints: [
+          { name: 'b', url: 'https://b.example.com', secret: WHSEC, scheme: 'standard', headers: { 'X-Team': 'b' } },
+          { name: 'c', url: 'http://c.example.com', secret: SECRET, timeout: '1s', max_in_flight: 2, enabled: false, topics: ['*'] },
+        ],
+      }),
+    );
+    expect(resolveEndpoints(config)).toEqual([
+      { name: 'default', url: 'https://a.example.com', secret: SECRET, topics: ['a.*'], timeout: 3000, max_in_flight: 5, scheme: 'acw', headers: {}, enabled: true },
+      { name: 'b', url: 'https://b.example.com', secret: WHSEC, topics: [], timeout: 3000, max_in_flight: 5, scheme: 'standard', headers: { 'X-Team': 'b' }, enabled: true },
+      { name: 'c', url: 'http://c.example.com', secret: SECRET, topics: ['*'], timeout: 1000, max_in_flight: 2, scheme: 'acw', headers: {}, enabled: false },
+    ]);
+  });
+
+  test('has no "default" when the top-level url is empty', () => {
+    expect(resolveEndpoints(parseConfig({}))).toEqual([]);
+  });
+
+  test('notify.webhook.enabled: false disables every endpoint', () => {
+    const config = parseConfig(
+      webhook({ enabled: false, url: 'https://a.example.com', secret: SECRET, endpoints: [{ name: 'b', url: 'https://b.example.com', secret: SECRET }] }),
+    );
+    expect(resolveEndpoints(config).map((e) => e.enabled)).toEqual([false, false]);
+  });
+});
