@@ -1,0 +1,53 @@
+import { Command, CommanderError } from 'commander';
+import { UsageError } from '../errors.js';
+import { VERSION } from '../version.js';
+import { registerConfig } from './commands/config.js';
+import { registerMigrate } from './commands/migrate.js';
+import { registerNotify } from './commands/notify.js';
+import { registerReceive } from './commands/receive.js';
+import { registerVerify } from './commands/verify.js';
+import { EXIT, ExitError } from './context.js';
+
+export function buildProgram(): Command {
+  const program = new Command('acw-webhooks')
+    .description('Signed, reliable webhook delivery on nothing but PostgreSQL')
+    .version(VERSION)
+    .showHelpAfterError('(add --help for usage)')
+    .exitOverride();
+  registerMigrate(program);
+  registerConfig(program);
+  registerNotify(program);
+  registerVerify(program);
+  registerReceive(program);
+  // Subcommands made later inherit exitOverride only if set on each; do it for the whole tree.
+  const walk = (c: Command): void => {
+    c.exitOverride();
+    c.commands.forEach(walk);
+  };
+  walk(program);
+  return program;
+}
+
+/** Run the CLI; resolves with the exit code (0 ok, 1 failure, 2 usage or configuration error). */
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return typeof process.exitCode === 'number' ? process.exitCode : EXIT.ok;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // --help and --version end through here with exit code 0.
+      return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    }
+    if (err instanceof ExitError) {
+      process.stderr.write(`${err.message}\n`);
+      return err.code;
+    }
+    if (err instanceof UsageError) {
+      process.stderr.write(`${err.message}\n`);
+      return EXIT.usage;
+    }
+    process.stderr.write(`error: ${(err as Error).message ?? String(err)}\n`);
+    return EXIT.failure;
+  }
+}

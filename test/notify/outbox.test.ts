@@ -1,0 +1,63 @@
+import pg from 'pg';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { migrate } from '../../src/db/migrate.js';
+import { notify, notifyMany, OutboxError } from '../../src/outbox.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+
+let db: TestDatabase;
+let c: pg.Client;
+beforeAll(async () => {
+  db = await createTestDatabase();
+  c = new pg.Client({ connectionString: db.url });
+  await c.connect();
+});
+afterAll(async () => {
+  await c.end();
+  await db.drop();
+});
+beforeEach(async () => {
+  await db.pool.query('truncate events cascade');
+});
+
+describe('outbox notify()', () => {
+  it('notifyMany writes every event in one statement, in order, inside the caller\'s transaction', async () => {
+    await c.query('begin');
+    const ids = await notifyMany(c, [
+      { topic: 'a.one', data: { n: 1 } },
+      { topic: 'a.two', data: [1, 2], recipients: ['alice'] },
+      { topic: 'a.three', data: null, idempotencyKey: 'k3' },
+    ]);
+    expect(ids).toHaveLength(3);
+    // Invisible to others until commit.
+    expect((await db.pool.query('select count(*)::int as n from events')).rows[0].n).toBe(0);
+    await c.query('commit');
+    const rows = (await db.pool.query('select id, topic, data, recipients, idempotency_key, dispatched_at from events')).rows;
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    expect(ids.map((id) => byId.get(id)?.topic)).toEqual(['a.one', 'a.two', 'a.three']);
+    expect(byId.get(ids[1])).toMatchObject({ data: [1, 2], recipients: ['alice'], dispatched_at: null });
+    expect(byId.get(ids[2])).toMatchObject({ data: null, idempotency_key: 'k3' });
+  });
+
+  it('the same idempotency key returns the first event and writes nothing', async () => {
+    const a = await notify(c, 'a.b', { x: 1 }, { idempotencyKey: 'dup' });
+    const b = await notify(c, 'a.b', { x: 1 }, { idempotencyKey: 'dup' });
+    expect(b).toBe(a);
+    expect((await db.pool.query('select count(*)::int as n from events')).rows[0].n).toBe(1);
+  });
+
+  it('bad input is refused before anything is sent, naming the field', async () => {
+    await expect(notify(c, 'Not A Topic', {})).rejects.toThrow(OutboxError);
+    await expect(notify(c, 'Not A Topic', {})).rejects.toThrow(/^topic: /);
+    await expect(notify(c, 'a.b', { s: 'nul\u0000' })).rejects.toThrow(/data: .*NUL/);
+    await expect(notify(c, 'a.b', undefined)).rejects.toThrow(/data/);
+    await expect(notifyMany(c, [{ topic: 'a.b', data: 1 }, { topic: 'x y', data: 1 }])).rejects.toThrow(/events\[1\]\.topic/);
+    expect((await db.pool.query('select count(*)::int as n from events')).rows[0].n).toBe(0);
+  });
+
+  it('writes into the schema acw-webhooks is installed in', async () => {
+    await migrate(db.pool, { schema: 'acw_svc' });
+    const id = await notify(c, 'a.b', { in: 'schema' }, { schema: 'acw_svc' });
+    expect((await db.pool.query('select data from acw_svc.events where id = $1', [id])).rows[0].data).toEqual({ in: 'schema' });
+    await expect(notify(c, 'a.b', {}, { schema: 'x; drop table events' })).rejects.toThrow(/schema/);
+  });
+});
