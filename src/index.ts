@@ -14,3 +14,6 @@ export { migrate } from './db/migrate.js';
 export { createPool } from './db/pool.js';
 export { channels } from './db/sql.js';
 export { createLogger } from './log.js';
+export { notify, notifyMany, OutboxError, type OutboxDb, type OutboxEvent, type OutboxOptions } from './outbox.js';
+export { Service, type ServiceOptions } from './service.js';
+export { loadConfig, parseConfig, ConfigError, type Config } from './config/index.js';

@@ -1,0 +1,298 @@
+// The HTTP client for POST /v1/notify (`acw-webhooks/client`). Deliberately depends on the global
+// fetch and node:crypto only, so a service can import it without pulling in the server.
+import { randomUUID } from 'node:crypto';
+
+/** One event to notify: the shape of `POST /v1/notify`'s body, in camelCase. */
+export interface NotifyEvent {
+  /** Lowercase dot-separated words: `workspace.sync_failed`. */
+  topic: string;
+  /** Any JSON value (null included), at most 256 KiB serialised. */
+  data: unknown;
+  /** User names that get an in-app notification of the event, webhook or not. */
+  recipients?: string[];
+  /** The same key again answers with the first result and writes nothing. Generated when omitted. */
+  idempotencyKey?: string;
+}
+
+export interface NotifyOptions {
+  recipients?: string[];
+  idempotencyKey?: string;
+  /** Aborts the call (the current attempt and any back-off wait); the abort reason is thrown. */
+  signal?: AbortSignal;
+}
+
+export interface NotifyResult {
+  event_id: string;
+  /** One webhook job per matching endpoint; empty when `skipped` says why. */
+  job_ids: string[];
+  /** Why no job was written (`webhooks_disabled`, `no_matching_endpoint`), when none was. */
+  skipped?: string;
+  /** True when the server answered 200: the key was used before and this is the first answer again. */
+  replayed: boolean;
+}
+
+/** What a service depends on to notify: the HTTP client and the in-memory test client both are one. */
+export interface NotifyClient {
+  notify(topic: string, data: unknown, opts?: NotifyOptions): Promise<NotifyResult>;
+  /** All or nothing, in order. An empty list resolves to `[]` without a request. */
+  notifyBatch(events: readonly NotifyEvent[], opts?: { signal?: AbortSignal }): Promise<NotifyResult[]>;
+}
+
+export type AcwClient = NotifyClient;
+
+export interface BackoffOptions {
+  /** First retry waits up to this long (full jitter); it doubles per attempt. Default 100. */
+  baseMs?: number;
+  /** No wait is longer than this, Retry-After aside. Default 2000. */
+  capMs?: number;
+  /** A Retry-After longer than this is not waited for: the call fails with the 429/503. Default 60000. */
+  maxRetryAfterMs?: number;
+}
+
+export interface ClientOptions {
+  /** The service's base URL, e.g. `http://acw-webhooks:8080` (a path prefix is kept). */
+  url: string;
+  /** A `service` (or `admin`) user's token. */
+  token: string;
+  /** Per attempt, until the whole response body is read. Default 10000. */
+  timeoutMs?: number;
+  /** Further attempts after the first. Default 4. */
+  retries?: number;
+  /** Default `globalThis.fetch`. */
+  fetch?: typeof globalThis.fetch;
+  backoff?: BackoffOptions;
+}
+
+/** No HTTP response at all: `status` is 0 and `code` is one of these. */
+export type TransportErrorCode = 'network_error' | 'timeout';
+
+/**
+ * A refused or failed call. `status`/`code`/`details` come from the server's
+ * `{error: {code, message, details?}}` body; `status` is 0 when no response arrived.
+ */
+export class AcwError extends Error {
+  override readonly name = 'AcwError';
+  readonly status: number;
+  readonly code: string;
+  readonly details: unknown;
+  /** How many HTTP attempts were made (0 when refused before sending). */
+  readonly attempts: number;
+  /** What the server's Retry-After asked for, when it sent one. */
+  readonly retryAfterMs: number | undefined;
+
+  constructor(
+    message: string,
+    init: { status: number; code: string; details?: unknown; attempts?: number; retryAfterMs?: number; cause?: unknown },
+  ) {
+    super(message, init.cause === undefined ? undefined : { cause: init.cause });
+    this.status = init.status;
+    this.code = init.code;
+    this.details = init.details;
+    this.attempts = init.attempts ?? 0;
+    this.retryAfterMs = init.retryAfterMs;
+  }
+}
+
+/** Statuses worth another attempt with the same idempotency key. Every other 4xx is final. */
+function isRetryableStatus(status: number): boolean {
+  return status >= 500 || status === 408 || status === 425 || status === 429;
+}
+
+/** Retry-After as delta-seconds or an HTTP date; null when absent or unreadable. */
+function retryAfterMs(value: string | null, now = Date.now()): number | null {
+  if (value === null) return null;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function toResult(v: unknown, replayed: boolean): NotifyResult | null {
+  if (!isRecord(v) || typeof v.event_id !== 'string' || !Array.isArray(v.job_ids)) return null;
+  if (!v.job_ids.every((j): j is string => typeof j === 'string')) return null;
+  // A batch result may say per event whether it was a replay; otherwise the response status does.
+  const r: NotifyResult = { event_id: v.event_id, job_ids: v.job_ids, replayed: typeof v.replayed === 'boolean' ? v.replayed : replayed };
+  if (typeof v.skipped === 'string') r.skipped = v.skipped;
+  return r;
+}
+
+/** A thrown fetch failure in one line: fetch's own "fetch failed" says little, its cause says what (ECONNREFUSED...). */
+function describe(e: unknown): string {
+  const parts: string[] = [];
+  for (let cur = e, depth = 0; cur !== undefined && cur !== null && depth < 4; depth++) {
+    if (!isRecord(cur) && !(cur instanceof Error)) {
+      parts.push(String(cur));
+      break;
+    }
+    const { code, message, cause } = cur as { code?: unknown; message?: unknown; cause?: unknown };
+    const text = [typeof code === 'string' && !String(message).includes(code) ? code : '', typeof message === 'string' ? message : '']
+      .filter(Boolean)
+      .join(' ');
+    if (text) parts.push(text);
+    cur = cause;
+  }
+  return parts.join(': ') || 'unknown error';
+}
+
+/** The wire shape of one event: snake_case, `recipients` only when given, the key always. */
+function wireEvent(e: NotifyEvent, key: string): Record<string, unknown> {
+  return { topic: e.topic, data: e.data, ...(e.recipients !== undefined ? { recipients: e.recipients } : {}), idempotency_key: key };
+}
+
+/** One event's JSON; data that JSON cannot carry is refused here, as the server would (nothing is sent). */
+function serialiseEvent(e: NotifyEvent, key: string, path: string): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(wireEvent(e, key));
+  } catch {
+    // a cycle or a BigInt
+  }
+  if (text === undefined || e.data === undefined) {
+    throw new AcwError(`${path}data: must be JSON-serialisable (null included, undefined not)`, {
+      status: 400,
+      code: 'invalid_input',
+      details: { field: `${path}data` },
+    });
+  }
+  return text;
+}
+
+export function createClient(options: ClientOptions): AcwClient {
+  const { token, timeoutMs = 10_000, retries = 4 } = options;
+  const doFetch = options.fetch ?? globalThis.fetch;
+  const baseMs = options.backoff?.baseMs ?? 100;
+  const capMs = options.backoff?.capMs ?? 2000;
+  const maxRetryAfterMs = options.backoff?.maxRetryAfterMs ?? 60_000;
+  // Checked here so a bad token fails at once, not as a fetch header error that would echo it.
+  if (typeof token !== 'string' || !/^[\x21-\x7e]+$/.test(token)) {
+    throw new TypeError('createClient: token must be a non-empty string of printable ASCII without spaces');
+  }
+  if (!Number.isInteger(retries) || retries < 0) throw new TypeError('createClient: retries must be a whole number >= 0');
+  if (!(timeoutMs > 0)) throw new TypeError('createClient: timeoutMs must be > 0');
+  const base = new URL(options.url);
+  if (base.protocol !== 'http:' && base.protocol !== 'https:') throw new TypeError('createClient: url must be http:// or https://');
+  const baseUrl = base.href.replace(/\/+$/, '');
+
+  const redact = (s: string): string => s.split(token).join('[redacted]');
+  const redactDeep = (v: unknown): unknown => {
+    if (typeof v === 'string') return redact(v);
+    if (Array.isArray(v)) return v.map(redactDeep);
+    if (isRecord(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, redactDeep(x)]));
+    return v;
+  };
+
+  function backoffMs(retry: number): number {
+    return Math.random() * Math.min(capMs, baseMs * 2 ** retry);
+  }
+
+  /** The server's error body as an AcwError, falling back to the status line for non-JSON bodies. */
+  function httpError(path: string, res: Response, text: string, attempts: number, wait: number | null): AcwError {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    const err = isRecord(parsed) && isRecord(parsed.error) ? parsed.error : undefined;
+    const code = typeof err?.code === 'string' ? err.code : `http_${res.status}`;
+    const snippet = text.trim().slice(0, 200);
+    const message =
+      typeof err?.message === 'string' ? err.message : [res.statusText, snippet].filter(Boolean).join(': ') || 'no error body';
+    return new AcwError(redact(`POST ${path} -> ${res.status} ${code}: ${message}`), {
+      status: res.status,
+      code,
+      details: redactDeep(err?.details),
+      attempts,
+      ...(wait !== null ? { retryAfterMs: wait } : {}),
+    });
+  }
+
+  /** POST `body` until it gets a final answer; the body (and so its idempotency keys) is the same on every attempt. */
+  async function post(path: string, body: string, signal: AbortSignal | undefined): Promise<{ status: number; json: unknown }> {
+    for (let attempt = 1; ; attempt++) {
+      signal?.throwIfAborted();
+      const timeout = AbortSignal.timeout(timeoutMs);
+      const attemptSignal = signal ? AbortSignal.any([signal, timeout]) : timeout;
+      let failure: AcwError;
+      let wait: number | null = null;
+      try {
+        const res = await doFetch(baseUrl + path, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json' },
+          body,
+          redirect: 'manual',
+          signal: attemptSignal,
+        });
+        const text = await res.text();
+        if (res.status >= 200 && res.status < 300) {
+          try {
+            return { status: res.status, json: JSON.parse(text) as unknown };
+          } catch {
+            throw new AcwError(redact(`POST ${path} -> ${res.status}: the response is not JSON`), { status: res.status, code: 'bad_response', attempts: attempt });
+          }
+        }
+        wait = retryAfterMs(res.headers.get('retry-after'));
+        failure = httpError(path, res, text, attempt, wait);
+        if (!isRetryableStatus(res.status) || (wait !== null && wait > maxRetryAfterMs)) throw failure;
+      } catch (e) {
+        if (e instanceof AcwError) throw e;
+        if (signal?.aborted) throw signal.reason;
+        const timedOut = timeout.aborted;
+        const what = describe(e);
+        // The cause is kept for debugging unless it would carry the token along.
+        const cause = what.includes(token) ? undefined : e;
+        failure = new AcwError(
+          timedOut ? `POST ${path}: no answer within ${timeoutMs} ms` : `POST ${path}: network error: ${redact(what)}`,
+          { status: 0, code: timedOut ? 'timeout' : 'network_error', attempts: attempt, cause },
+        );
+      }
+      if (attempt > retries) throw failure;
+      await sleep(wait ?? backoffMs(attempt - 1), signal);
+    }
+  }
+
+  return {
+    async notify(topic, data, opts = {}) {
+      const key = opts.idempotencyKey ?? randomUUID();
+      const event = { topic, data, ...(opts.recipients !== undefined ? { recipients: opts.recipients } : {}) };
+      const body = serialiseEvent(event, key, '');
+      const { status, json } = await post('/v1/notify', body, opts.signal);
+      const result = toResult(json, status === 200);
+      if (!result) throw new AcwError(`POST /v1/notify -> ${status}: unexpected response body`, { status, code: 'bad_response' });
+      return result;
+    },
+
+    async notifyBatch(events, opts = {}) {
+      if (events.length === 0) return [];
+      // Each event's key is fixed here, once, so a retried batch is a replay rather than a duplicate.
+      const parts = events.map((e, i) => serialiseEvent(e, e.idempotencyKey ?? randomUUID(), `events[${i}].`));
+      const body = `{"events":[${parts.join(',')}]}`;
+      const { status, json } = await post('/v1/notify/batch', body, opts.signal);
+      const raw = isRecord(json) && Array.isArray(json.results) ? json.results : null;
+      const results = raw?.map((r) => toResult(r, status === 200));
+      if (!results || results.length !== events.length || results.some((r) => r === null)) {
+        throw new AcwError(`POST /v1/notify/batch -> ${status}: unexpected response body`, { status, code: 'bad_response' });
+      }
+      return results as NotifyResult[];
+    },
+  };
+}

@@ -1,0 +1,172 @@
+// An in-memory NotifyClient for service developers' unit tests (`acw-webhooks/testing`): no service,
+// no network. It validates with the server's own input schema, so what it refuses the server refuses.
+import { AcwError, type NotifyClient, type NotifyEvent, type NotifyOptions, type NotifyResult } from './client.js';
+import { MAX_BATCH, notifyInput } from './notify/input.js';
+
+export { AcwError, type NotifyClient, type NotifyEvent, type NotifyResult } from './client.js';
+
+/** One recorded event, as your code passed it (`data` as the server would receive it: a JSON copy). */
+export interface RecordedCall {
+  topic: string;
+  data: unknown;
+  recipients?: string[];
+  idempotencyKey?: string;
+}
+
+export interface TestClientOptions {
+  /** Job ids per accepted event, standing in for matching endpoints. 0 answers `skipped: 'no_matching_endpoint'`. Default 1. */
+  jobsPerEvent?: number;
+  /** When given, recipients not in this list are refused with a 400 `unknown_recipients`, as the server does. */
+  users?: readonly string[];
+}
+
+export interface TestClient extends NotifyClient {
+  /** Every event your code notified, in order (a batch adds one entry per event), refused ones included. */
+  readonly calls: RecordedCall[];
+  /** The most recent entry of `calls`. */
+  lastCall(): RecordedCall | undefined;
+  /** The entries of `calls` for one topic. */
+  callsFor(topic: string): RecordedCall[];
+  /** The next call rejects with this error (default: a 503 AcwError), to test your failure handling. */
+  failNext(error?: Error): void;
+  /** Forget calls, idempotency keys and pending failures; ids start again from 1. */
+  clear(): void;
+}
+
+interface KeptAnswer {
+  request: string;
+  result: NotifyResult;
+}
+
+function invalid(path: string, issues: ReadonlyArray<{ path: PropertyKey[]; message: string }>): AcwError {
+  const named = issues.map((i) => ({ field: path + (i.path.map(String).join('.') || 'event'), message: i.message }));
+  return new AcwError(named.map((i) => `${i.field}: ${i.message}`).join('; '), {
+    status: 400,
+    code: 'invalid_input',
+    details: { field: named[0]?.field, issues: named },
+  });
+}
+
+/** What the server would keep of `data`: a JSON copy (Dates become strings, undefined members vanish). */
+function jsonCopy(v: unknown): unknown {
+  try {
+    const text = JSON.stringify(v);
+    return text === undefined ? v : (JSON.parse(text) as unknown);
+  } catch {
+    return v;
+  }
+}
+
+export function createTestClient(options: TestClientOptions = {}): TestClient {
+  const jobsPerEvent = options.jobsPerEvent ?? 1;
+  const users = options.users ? new Set(options.users) : undefined;
+  const calls: RecordedCall[] = [];
+  let keys = new Map<string, KeptAnswer>();
+  let counter = 0;
+  let pendingFailure: Error | undefined;
+
+  // Well-formed (version 4, RFC 4122 variant) and predictable: ...-000000000001, ...-000000000002.
+  const nextId = (): string => `00000000-0000-4000-8000-${(++counter).toString(16).padStart(12, '0')}`;
+
+  function record(e: NotifyEvent): void {
+    calls.push({
+      topic: e.topic,
+      data: jsonCopy(e.data),
+      ...(e.recipients !== undefined ? { recipients: [...e.recipients] } : {}),
+      ...(e.idempotencyKey !== undefined ? { idempotencyKey: e.idempotencyKey } : {}),
+    });
+  }
+
+  /** Validate and answer one event against `kept` (a working copy for batches: all or nothing). */
+  function accept(e: NotifyEvent, path: string, kept: Map<string, KeptAnswer>): NotifyResult {
+    const parsed = notifyInput.safeParse({
+      topic: e.topic,
+      data: e.data,
+      ...(e.recipients !== undefined ? { recipients: e.recipients } : {}),
+      ...(e.idempotencyKey !== undefined ? { idempotency_key: e.idempotencyKey } : {}),
+    });
+    if (!parsed.success) throw invalid(path, parsed.error.issues);
+    const unknown = users ? (e.recipients ?? []).filter((n) => !users.has(n)) : [];
+    if (unknown.length > 0) {
+      throw new AcwError(`${path}recipients: no such user: ${unknown.join(', ')}`, {
+        status: 400,
+        code: 'unknown_recipients',
+        details: { field: `${path}recipients`, names: unknown },
+      });
+    }
+    const request = JSON.stringify([e.topic, e.data, e.recipients ?? []]);
+    const key = e.idempotencyKey;
+    const prev = key === undefined ? undefined : kept.get(key);
+    if (prev) {
+      if (prev.request !== request) {
+        throw new AcwError(`${path}idempotency_key: already used with a different request`, {
+          status: 409,
+          code: 'idempotency_conflict',
+          details: { field: `${path}idempotency_key` },
+        });
+      }
+      return { ...prev.result, job_ids: [...prev.result.job_ids], replayed: true };
+    }
+    const result: NotifyResult = {
+      event_id: nextId(),
+      job_ids: Array.from({ length: jobsPerEvent }, nextId),
+      ...(jobsPerEvent === 0 ? { skipped: 'no_matching_endpoint' } : {}),
+      replayed: false,
+    };
+    if (key !== undefined) kept.set(key, { request, result: { ...result, job_ids: [...result.job_ids] } });
+    return result;
+  }
+
+  function takeFailure(signal: AbortSignal | undefined): void {
+    signal?.throwIfAborted();
+    const failure = pendingFailure;
+    pendingFailure = undefined;
+    if (failure) throw failure;
+  }
+
+  return {
+    calls,
+    lastCall: () => calls.at(-1),
+    callsFor: (topic) => calls.filter((c) => c.topic === topic),
+    failNext(error) {
+      pendingFailure = error ?? new AcwError('POST /v1/notify -> 503 unavailable: injected by failNext()', { status: 503, code: 'unavailable', attempts: 1 });
+    },
+    clear() {
+      calls.length = 0;
+      keys = new Map();
+      counter = 0;
+      pendingFailure = undefined;
+    },
+
+    async notify(topic: string, data: unknown, opts: NotifyOptions = {}): Promise<NotifyResult> {
+      const e: NotifyEvent = {
+        topic,
+        data,
+        ...(opts.recipients !== undefined ? { recipients: opts.recipients } : {}),
+        ...(opts.idempotencyKey !== undefined ? { idempotencyKey: opts.idempotencyKey } : {}),
+      };
+      record(e);
+      takeFailure(opts.signal);
+      return accept(e, '', keys);
+    },
+
+    async notifyBatch(events: readonly NotifyEvent[], opts: { signal?: AbortSignal } = {}): Promise<NotifyResult[]> {
+      for (const e of events) record(e);
+      takeFailure(opts.signal);
+      if (events.length === 0) return [];
+      if (events.length > MAX_BATCH) {
+        throw new AcwError(`events: at most ${MAX_BATCH} per batch, got ${events.length}`, { status: 400, code: 'invalid_input', details: { field: 'events' } });
+      }
+      const working = new Map(keys);
+      const counterBefore = counter;
+      try {
+        const results = events.map((e, i) => accept(e, `events[${i}].`, working));
+        keys = working;
+        return results;
+      } catch (err) {
+        counter = counterBefore;
+        throw err;
+      }
+    },
+  };
+}
