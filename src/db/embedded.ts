@@ -1,6 +1,7 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, statSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import type { Logger } from '../log.js';
 
 /**
@@ -88,6 +89,38 @@ async function waitForAccepting(url: string, timeoutMs: number): Promise<void> {
   }
 }
 
+/** True when every directory above `dir` lets other users pass through (o+x). */
+function traversableByOthers(dir: string): boolean {
+  for (let d = dirname(dir); ; d = dirname(d)) {
+    if ((statSync(d).mode & 0o001) === 0) return false;
+    if (d === dirname(d)) return true;
+  }
+}
+
+/**
+ * As root, PostgreSQL runs as the `postgres` user, which cannot reach a data directory below a
+ * private one (a 0700 home or temp directory). Then the cluster lives under /var/tmp and
+ * `<data_dir>/pg` is a symlink to it, so everything else still finds it at `<data_dir>/pg`.
+ */
+function clusterDirFor(dataDir: string, pgDir: string): string {
+  if (process.getuid?.() !== 0 || traversableByOthers(resolve(dataDir))) return pgDir;
+  const link = lstatSync(pgDir, { throwIfNoEntry: false });
+  if (link?.isSymbolicLink()) return resolve(dirname(pgDir), readlinkSync(pgDir));
+  if (link) {
+    throw new Error(
+      `database.data_dir: ${pgDir} is below a directory the postgres user cannot enter (PostgreSQL does not run as root); ` +
+        'make its parents traversable (chmod o+x) or choose another data_dir',
+    );
+  }
+  const base = '/var/tmp/acw-webhooks-pg';
+  const target = resolve(base, createHash('sha256').update(resolve(dataDir)).digest('hex').slice(0, 16));
+  mkdirSync(target, { recursive: true });
+  chmodSync(base, 0o755);
+  chmodSync(target, 0o755);
+  symlinkSync(resolve(target, 'pg'), pgDir);
+  return resolve(target, 'pg');
+}
+
 export async function startEmbeddedPostgres(dataDir: string, log?: Logger): Promise<EmbeddedPostgresHandle> {
   const pgDir = resolve(dataDir, 'pg');
   const running = readRunning(pgDir);
@@ -104,9 +137,10 @@ export async function startEmbeddedPostgres(dataDir: string, log?: Logger): Prom
   // As root the server runs as the `postgres` user, which must be able to reach its directory.
   if (isRoot) chmodSync(resolve(dataDir), 0o755);
   const port = await freePort();
+  const clusterDir = clusterDirFor(dataDir, pgDir);
   const messages: string[] = [];
   const server = new EmbeddedPostgres({
-    databaseDir: pgDir,
+    databaseDir: clusterDir,
     port,
     user: USER,
     password: PASSWORD,
@@ -123,7 +157,7 @@ export async function startEmbeddedPostgres(dataDir: string, log?: Logger): Prom
       messages.push(String(m));
     },
   });
-  if (!existsSync(resolve(pgDir, 'PG_VERSION'))) {
+  if (!existsSync(resolve(clusterDir, 'PG_VERSION'))) {
     await server.initialise();
   }
   try {

@@ -37,7 +37,10 @@ export function startProc(cmd: string, args: string[], env: Record<string, strin
       const found = lines.find((l) => re.test(l));
       if (found) return Promise.resolve(found);
       return new Promise((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`no line matching ${re} within ${timeoutMs} ms; got:\n${lines.slice(-20).join('\n')}`)), timeoutMs);
+        const fail = (why: string) => reject(new Error(`no line matching ${re} ${why}; got:\n${lines.slice(-20).join('\n')}`));
+        const t = setTimeout(() => fail(`within ${timeoutMs} ms`), timeoutMs);
+        // A process that exits first will never print it: say so at once.
+        void exited.then((code) => (clearTimeout(t), fail(`before the process exited (code ${code})`)));
         waiters.push({ re, resolve: (l) => (clearTimeout(t), resolve(l)) });
       });
     },
