@@ -4,6 +4,7 @@ import { openDatabase, type Database } from './db/connect.js';
 import { migrate } from './db/migrate.js';
 import { channels } from './db/sql.js';
 import { silentLogger, type Logger } from './log.js';
+import { Metrics } from './metrics.js';
 import { EventDispatcher } from './notify/dispatcher.js';
 import { WEBHOOK_JOB, type DispatchContext } from './notify/dispatch.js';
 import { jobPurge } from './runners/purge.js';
@@ -38,6 +39,8 @@ export class Service {
   readonly channels: ReturnType<typeof channels>;
   readonly dispatchContext: DispatchContext;
   readonly scheduler: Scheduler;
+  /** Prometheus metrics of this process, served on /metrics. */
+  readonly metrics: Metrics;
   workers: WorkerPool | null = null;
   dispatcher: EventDispatcher | null = null;
   private endpointList: readonly Endpoint[];
@@ -65,7 +68,8 @@ export class Service {
       jobsChannel: this.channels.jobs,
       log: this.log,
     };
-    this.scheduler = new Scheduler({ pool: db.pool, log: this.log });
+    this.metrics = new Metrics({ pool: db.pool, log: this.log, inFlight: () => this.workers?.inFlight ?? 0 });
+    this.scheduler = new Scheduler({ pool: db.pool, log: this.log, onError: (name) => this.metrics.runnerError(name) });
   }
 
   get endpoints(): readonly Endpoint[] {
@@ -97,7 +101,14 @@ export class Service {
     const onDead = deadLetterHook(this.channels.alerts);
     const j = cfg.jobs;
     for (const r of [
-      ...(j.job_reaper.enabled ? [jobReaper({ intervalMs: j.job_reaper.interval, channel: this.channels.jobs, onDead })] : []),
+      ...(j.job_reaper.enabled ? [
+            jobReaper({
+              intervalMs: j.job_reaper.interval,
+              channel: this.channels.jobs,
+              onDead,
+              onReaped: (rows) => this.metrics.jobsReaped(rows),
+            }),
+          ] : []),
       ...(j.job_purge.enabled
         ? [
             jobPurge({
@@ -119,6 +130,7 @@ export class Service {
       pollMs: j.poll_interval,
       ctx: this.dispatchContext,
       log,
+      onDispatched: (topic, n) => this.metrics.jobsEnqueued(WEBHOOK_JOB, topic, n),
     });
     this.workers = new WorkerPool({
       pool: this.db.pool,
@@ -141,7 +153,10 @@ export class Service {
       onDead,
       endpointLimits: () => this.endpointCaps,
       log,
-      onFinished: (f, changed, next) => logAttempt(log, f, changed, next),
+      onFinished: (f, changed, next) => {
+        logAttempt(log, f, changed, next);
+        this.metrics.jobFinished(f, changed, next);
+      },
     });
     await this.dispatcher.start();
     await this.workers.start();

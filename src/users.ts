@@ -26,7 +26,9 @@ export async function bootstrapUsers(pool: pg.Pool, users: readonly BootstrapUse
     }
     await pool.query(
       `insert into users (name, role, token_hash) values ($1, $2, $3)
-       on conflict (name) do update set role = excluded.role, token_hash = excluded.token_hash, revoked_at = null`,
+       on conflict (name) do update set role = excluded.role, token_hash = excluded.token_hash,
+         -- A revoke sticks across restarts; configuring a new token is what grants access again.
+         revoked_at = case when users.token_hash = excluded.token_hash then users.revoked_at end`,
       [u.name, u.role, hashToken(u.token)],
     );
   }

@@ -1,10 +1,12 @@
 import { Command, CommanderError } from 'commander';
 import { UsageError } from '../errors.js';
 import { VERSION } from '../version.js';
+import { registerAlerts, registerJobs, registerUsers } from './commands/admin.js';
 import { registerConfig } from './commands/config.js';
 import { registerMigrate } from './commands/migrate.js';
 import { registerNotify } from './commands/notify.js';
 import { registerReceive } from './commands/receive.js';
+import { registerServe } from './commands/serve.js';
 import { registerVerify } from './commands/verify.js';
 import { EXIT, ExitError } from './context.js';
 
@@ -14,11 +16,15 @@ export function buildProgram(): Command {
     .version(VERSION)
     .showHelpAfterError('(add --help for usage)')
     .exitOverride();
+  registerServe(program);
   registerMigrate(program);
   registerConfig(program);
   registerNotify(program);
   registerVerify(program);
   registerReceive(program);
+  registerJobs(program);
+  registerUsers(program);
+  registerAlerts(program);
   // Subcommands made later inherit exitOverride only if set on each; do it for the whole tree.
   const walk = (c: Command): void => {
     c.exitOverride();

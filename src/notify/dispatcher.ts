@@ -20,7 +20,16 @@ export class EventDispatcher {
   private loopDone: Promise<void> = Promise.resolve();
 
   constructor(
-    private readonly opts: { pool: pg.Pool; url: string; channel: string; pollMs: number; ctx: DispatchContext; log: Logger },
+    private readonly opts: {
+      pool: pg.Pool;
+      url: string;
+      channel: string;
+      pollMs: number;
+      ctx: DispatchContext;
+      log: Logger;
+      /** Told, once the transaction committed, how many jobs each topic got (metrics). */
+      onDispatched?: (topic: string, jobs: number) => void;
+    },
   ) {}
 
   async start(): Promise<void> {
@@ -44,16 +53,18 @@ export class EventDispatcher {
 
   /** Dispatch one batch of undispatched events; returns how many. */
   async dispatchBatch(): Promise<number> {
-    return withTransaction(this.opts.pool, async (client) => {
+    const done = await withTransaction(this.opts.pool, async (client) => {
       const res = await client.query<EventRow>({
         name: 'acw_claim_events',
         text: `select id, topic, data, recipients, created_at from events
           where dispatched_at is null order by created_at, id limit $1 for update skip locked`,
         values: [BATCH],
       });
-      if (res.rows.length > 0) await dispatchEvents(client, res.rows, this.opts.ctx);
-      return res.rows.length;
+      const results = res.rows.length > 0 ? await dispatchEvents(client, res.rows, this.opts.ctx) : [];
+      return res.rows.map((ev, i) => ({ topic: ev.topic, jobs: results[i]?.job_ids.length ?? 0 }));
     });
+    for (const d of done) if (d.jobs > 0) this.opts.onDispatched?.(d.topic, d.jobs);
+    return done.length;
   }
 
   private async loop(): Promise<void> {

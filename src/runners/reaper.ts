@@ -7,7 +7,7 @@ import type { PeriodicRunner } from './scheduler.js';
 
 const BATCH = 1000;
 
-interface ReapedRow {
+export interface ReapedRow {
   id: string;
   status: 'pending' | 'dead';
   type: string;
@@ -27,7 +27,14 @@ interface ReapedRow {
  */
 export async function reapExpiredJobs(
   pool: pg.Pool,
-  opts: { channel: string; onDead?: DeadHook | undefined; log: Logger; batch?: number },
+  opts: {
+    channel: string;
+    onDead?: DeadHook | undefined;
+    log: Logger;
+    batch?: number;
+    /** Metrics hook: the jobs each batch moved. */
+    onReaped?: ((rows: readonly ReapedRow[]) => void) | undefined;
+  },
 ): Promise<number> {
   let total = 0;
   for (;;) {
@@ -58,18 +65,25 @@ export async function reapExpiredJobs(
       );
       if (r.status === 'dead') opts.log.error({ event: 'job.dead', job_id: r.id, type: r.type, attempt: r.attempts, error: r.last_error }, 'job is dead');
     }
+    if (rows.length > 0) opts.onReaped?.(rows);
     total += rows.length;
     if (rows.length < (opts.batch ?? BATCH)) return total;
   }
 }
 
-export function jobReaper(opts: { intervalMs: number; channel: string; onDead?: DeadHook | undefined }): PeriodicRunner {
+export function jobReaper(opts: {
+  intervalMs: number;
+  channel: string;
+  onDead?: DeadHook | undefined;
+  /** Metrics hook: the jobs each reap moved. */
+  onReaped?: ((rows: readonly ReapedRow[]) => void) | undefined;
+}): PeriodicRunner {
   return {
     name: 'job_reaper',
     intervalMs: opts.intervalMs,
     cluster: true,
     run: async ({ pool, log }) => {
-      await reapExpiredJobs(pool, { channel: opts.channel, onDead: opts.onDead, log });
+      await reapExpiredJobs(pool, { channel: opts.channel, onDead: opts.onDead, log, onReaped: opts.onReaped });
     },
   };
 }

@@ -49,7 +49,14 @@ export class Scheduler {
   private started = false;
   private readonly log: Logger;
 
-  constructor(private readonly opts: { pool: pg.Pool; log?: Logger }) {
+  constructor(
+    private readonly opts: {
+      pool: pg.Pool;
+      log?: Logger;
+      /** Metrics hook: a run failed (after its runner.error line). */
+      onError?: (runner: string, err: Error) => void;
+    },
+  ) {
     this.log = opts.log ?? silentLogger;
   }
 
@@ -97,6 +104,7 @@ export class Scheduler {
     } catch (err) {
       const e = coerceError(err);
       log.error({ event: 'runner.error', err: e.message }, 'periodic runner failed');
+      this.opts.onError?.(r.name, e);
     }
   }
 

@@ -1,0 +1,177 @@
+import { coerceError } from '../errors.js';
+import { Listener } from '../db/listener.js';
+import type { Queryable } from '../db/pool.js';
+import type { Logger } from '../log.js';
+import { requireId, requireLimit } from './params.js';
+
+/**
+ * Dead-letter alerts (spec §5) read from `audit_log`, the exactly-once record. The NOTIFY on the
+ * alerts channel only wakes followers, who then re-read from their last id, so a follower that
+ * was away (or whose LISTEN connection dropped) misses nothing.
+ */
+export const ALERT_ACTIONS = ['webhook.dead_letter', 'job.dead_letter'] as const;
+// Inlined (code constants, never input) so the planner matches the partial index audit_log_alerts_idx.
+const IS_ALERT = `action in (${ALERT_ACTIONS.map((a) => `'${a}'`).join(', ')})`;
+
+export interface AlertView {
+  id: number;
+  action: string;
+  created_at: string;
+  /** The dead-letter details: job_id, type, endpoint, topic, event_id, attempts, reason, last_error. */
+  [detail: string]: unknown;
+}
+
+interface AlertRow {
+  id: string;
+  action: string;
+  created_at: Date;
+  details: Record<string, unknown> | null;
+}
+
+function toView(r: AlertRow): AlertView {
+  return { ...r.details, id: Number(r.id), action: r.action, created_at: r.created_at.toISOString() };
+}
+
+/**
+ * Alerts with id > sinceId, oldest first. Without sinceId: the most recent `limit` (still oldest
+ * first), which is what `acw-webhooks alerts` prints.
+ */
+export async function readAlerts(db: Queryable, opts: { sinceId?: number | undefined; limit?: number | undefined } = {}): Promise<AlertView[]> {
+  const limit = requireLimit(opts.limit, 'limit', 100, 1000);
+  if (opts.sinceId === undefined) {
+    const res = await db.query<AlertRow>(
+      `select * from (select id, action, created_at, details from audit_log where ${IS_ALERT} order by id desc limit $1) r
+       order by id`,
+      [limit],
+    );
+    return res.rows.map(toView);
+  }
+  const since = requireId(opts.sinceId, 'since');
+  const res = await db.query<AlertRow>(
+    `select id, action, created_at, details from audit_log where ${IS_ALERT} and id > $1 order by id limit $2`,
+    [since, limit],
+  );
+  return res.rows.map(toView);
+}
+
+/** The newest alert id now (0 when none): where a follower without sinceId starts. */
+export async function latestAlertId(db: Queryable): Promise<number> {
+  const res = await db.query<{ id: string | null }>(`select max(id) as id from audit_log where ${IS_ALERT}`);
+  return Number(res.rows[0]?.id ?? 0);
+}
+
+export interface PumpOptions {
+  pool: Queryable;
+  /** Replay alerts after this id; absent: only alerts newer than the newest one now. */
+  sinceId?: number | undefined;
+  signal: AbortSignal;
+  /** Awaited before the next alert, so a slow consumer is not overrun. */
+  onAlert: (alert: AlertView) => void | Promise<void>;
+  /** Registers the wake-up (a NOTIFY or a reconnect); returns the unsubscribe. */
+  subscribe: (wake: () => void) => () => void;
+  /** Re-read this often even with no wake-up: the net under a lost NOTIFY. Default 5 s. */
+  pollMs?: number;
+  /** Checked before every read; false ends the follow (e.g. the caller's user was revoked). */
+  stillAllowed?: () => Promise<boolean>;
+  log?: Logger;
+}
+
+/** The follow loop, with wake-ups from any source (one Listener per follower, or one shared by many). */
+export async function pumpAlerts(o: PumpOptions): Promise<void> {
+  let dirty = true;
+  let wakeUp: (() => void) | null = null;
+  const wake = (): void => {
+    dirty = true;
+    wakeUp?.();
+  };
+  const unsubscribe = o.subscribe(wake);
+  const onAbort = (): void => wakeUp?.();
+  o.signal.addEventListener('abort', onAbort);
+  let errorDelay = 100;
+  try {
+    // Subscribed first, then the starting point read: an alert committed in between is still seen.
+    let cursor = o.sinceId ?? (await latestAlertId(o.pool));
+    while (!o.signal.aborted) {
+      if (!dirty) {
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(resolve, o.pollMs ?? 5_000);
+          wakeUp = () => {
+            clearTimeout(t);
+            resolve();
+          };
+        });
+        wakeUp = null;
+      }
+      // Woken, or the poll came round: read either way.
+      dirty = false;
+      let batch: AlertView[];
+      try {
+        if (o.stillAllowed && !(await o.stillAllowed())) return;
+        batch = await readAlerts(o.pool, { sinceId: cursor, limit: 500 });
+        errorDelay = 100;
+      } catch (err) {
+        if (o.signal.aborted) return;
+        o.log?.warn({ event: 'alerts.read_error', err: coerceError(err).message }, 'reading alerts failed; retrying');
+        dirty = true;
+        await new Promise((r) => setTimeout(r, errorDelay));
+        errorDelay = Math.min(errorDelay * 2, 5_000);
+        continue;
+      }
+      for (const a of batch) {
+        if (o.signal.aborted) return;
+        await o.onAlert(a);
+        cursor = a.id;
+      }
+      // A full batch: there may be more.
+      if (batch.length === 500) dirty = true;
+    }
+  } finally {
+    o.signal.removeEventListener('abort', onAbort);
+    unsubscribe();
+  }
+}
+
+export interface FollowOptions {
+  pool: Queryable;
+  /** For the LISTEN connection of its own. */
+  url: string;
+  /** The alerts NOTIFY channel (`channels(schema).alerts`). */
+  channel: string;
+  sinceId?: number | undefined;
+  signal: AbortSignal;
+  onAlert: (alert: AlertView) => void | Promise<void>;
+  log?: Logger;
+  pollMs?: number;
+}
+
+/**
+ * `acw-webhooks alerts --follow`: replay from sinceId, then LISTEN and re-read after every NOTIFY
+ * and every reconnect. Resolves when `signal` aborts.
+ */
+export async function followAlerts(opts: FollowOptions): Promise<void> {
+  let wake: (() => void) | null = null;
+  const listener = new Listener({
+    url: opts.url,
+    channels: [opts.channel],
+    ...(opts.log ? { log: opts.log } : {}),
+    onNotify: () => wake?.(),
+    onReconnect: () => wake?.(),
+  });
+  await listener.start();
+  try {
+    await pumpAlerts({
+      pool: opts.pool,
+      sinceId: opts.sinceId,
+      signal: opts.signal,
+      onAlert: opts.onAlert,
+      subscribe: (w) => {
+        wake = w;
+        return () => (wake = null);
+      },
+      ...(opts.pollMs !== undefined ? { pollMs: opts.pollMs } : {}),
+      ...(opts.log ? { log: opts.log } : {}),
+    });
+  } finally {
+    await listener.close();
+  }
+}

@@ -1,0 +1,118 @@
+import { redactUrl, type Endpoint, type Scheme } from '../config/index.js';
+import type { Queryable } from '../db/pool.js';
+import { withTransaction } from '../db/pool.js';
+import { WEBHOOK_JOB, type DeliverPayload } from '../notify/dispatch.js';
+import { enqueueJobs } from '../queue/store.js';
+import type { Service } from '../service.js';
+import { buildBody } from '../webhook/sign.js';
+import { writeAudit } from './audit.js';
+import { AdminError, badField } from './errors.js';
+import { iso } from './params.js';
+
+/** Endpoints as operators see them: config (URL shown, secret never) and recent delivery health. */
+export interface EndpointHealth {
+  name: string;
+  url: string;
+  topics: readonly string[];
+  enabled: boolean;
+  scheme: Scheme;
+  window_minutes: number;
+  /** Attempts in the window (shutdown-aborted ones left out: they say nothing about the receiver). */
+  attempts: number;
+  /** Share of those attempts answered 2xx; null with no attempts. */
+  success_rate: number | null;
+  p50_duration_ms: number | null;
+  p99_duration_ms: number | null;
+  last_error: string | null;
+  last_error_at: string | null;
+  last_attempt_at: string | null;
+}
+
+interface StatRow {
+  endpoint: string;
+  attempts: number;
+  success_rate: number;
+  p50: number | null;
+  p99: number | null;
+  last_attempt_at: Date | null;
+}
+
+export async function endpointHealth(db: Queryable, endpoints: readonly Endpoint[], windowMinutes = 60): Promise<EndpointHealth[]> {
+  if (!Number.isInteger(windowMinutes) || windowMinutes < 1 || windowMinutes > 7 * 24 * 60) {
+    throw badField('window', 'expected whole minutes from 1 to 10080');
+  }
+  const names = endpoints.map((e) => e.name);
+  const stats = await db.query<StatRow>(
+    `select endpoint, count(*)::int as attempts,
+       avg(case when status_code between 200 and 299 then 1 else 0 end)::float8 as success_rate,
+       percentile_cont(0.5) within group (order by duration_ms) as p50,
+       percentile_cont(0.99) within group (order by duration_ms) as p99,
+       max(created_at) as last_attempt_at
+     from webhook_attempts
+     where endpoint = any($1::text[]) and created_at > now() - $2 * interval '1 minute' and not aborted
+     group by endpoint`,
+    [names, windowMinutes],
+  );
+  const errors = await db.query<{ endpoint: string; error: string | null; created_at: Date }>(
+    `select distinct on (endpoint) endpoint, coalesce(error, error_kind) as error, created_at
+     from webhook_attempts
+     where endpoint = any($1::text[]) and created_at > now() - $2 * interval '1 minute' and error_kind is not null and not aborted
+     order by endpoint, created_at desc`,
+    [names, windowMinutes],
+  );
+  const byName = new Map(stats.rows.map((r) => [r.endpoint, r]));
+  const errByName = new Map(errors.rows.map((r) => [r.endpoint, r]));
+  return endpoints.map((e) => {
+    const s = byName.get(e.name);
+    const err = errByName.get(e.name);
+    return {
+      name: e.name,
+      url: redactUrl(e.url),
+      topics: e.topics,
+      enabled: e.enabled,
+      scheme: e.scheme,
+      window_minutes: windowMinutes,
+      attempts: s?.attempts ?? 0,
+      success_rate: s ? s.success_rate : null,
+      p50_duration_ms: s?.p50 ?? null,
+      p99_duration_ms: s?.p99 ?? null,
+      last_error: err?.error ?? null,
+      last_error_at: iso(err?.created_at ?? null),
+      last_attempt_at: iso(s?.last_attempt_at ?? null),
+    };
+  });
+}
+
+export const TEST_TOPIC = 'webhook.test';
+
+/**
+ * Send a `webhook.test` event to one endpoint only, whatever its whitelist: the event row is written
+ * already dispatched (so the dispatcher never fans it out) and its one job is enqueued directly.
+ */
+export async function testEndpoint(svc: Service, name: string, actor: string): Promise<{ event_id: string; job_ids: string[] }> {
+  const ep = svc.endpoints.find((e) => e.name === name);
+  if (!ep) throw new AdminError(404, 'not_found', `name: no endpoint named ${JSON.stringify(name.slice(0, 100))}`, { field: 'name' });
+  if (!ep.enabled) {
+    throw new AdminError(409, 'endpoint_disabled', `endpoint ${name} is disabled: a test would wait until it is enabled`, { field: 'name' });
+  }
+  const data = { message: 'test event from acw-webhooks', endpoint: name, requested_by: actor };
+  const result = await withTransaction(svc.db.pool, async (client) => {
+    const ev = await client.query<{ id: string; created_at: Date }>(
+      `insert into events (topic, data, principal, dispatched_at) values ($1, $2::jsonb, $3, now()) returning id, created_at`,
+      [TEST_TOPIC, JSON.stringify(data), actor],
+    );
+    const { id: eventId, created_at: occurredAt } = ev.rows[0]!;
+    const payload: DeliverPayload = { topic: TEST_TOPIC, body: buildBody({ id: eventId, topic: TEST_TOPIC, occurredAt, data }) };
+    const jobIds = await enqueueJobs(
+      client,
+      [{ type: WEBHOOK_JOB, payload, maxAttempts: svc.config.jobs.max_attempts, eventId, endpoint: name }],
+      svc.channels.jobs,
+    );
+    const res = { event_id: eventId, job_ids: jobIds };
+    await client.query(`update events set response = $2::jsonb where id = $1`, [eventId, JSON.stringify(res)]);
+    await writeAudit(client, { action: 'endpoint.test', actor, targetType: 'endpoint', targetId: name, details: res });
+    return res;
+  });
+  svc.metrics.jobsEnqueued(WEBHOOK_JOB, TEST_TOPIC, result.job_ids.length);
+  return result;
+}

@@ -1,0 +1,59 @@
+import type { Queryable } from '../db/pool.js';
+import { JOB_COLUMNS, requireStatus, toJobView, type AttemptView, type JobFilter, type JobRow, type JobView } from './job-view.js';
+import { decodeCursor, encodeCursor, requireLimit, requireText, requireUuid } from './params.js';
+
+/** Operator reads of `jobs` (spec §7 `GET /v1/jobs`, `jobs list|show`). The writes are in job-actions.ts. */
+export { cancelJob, redriveJobs, retryJob, type RedriveFilter } from './job-actions.js';
+export { JOB_STATUSES, type AttemptView, type JobFilter, type JobView } from './job-view.js';
+
+// The cursor carries created_at in whole microseconds (PostgreSQL's precision; a JS Date would lose it) and the id.
+const CURSOR_SHAPE = [/^\d{1,16}$/, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/];
+
+/** Newest first (created_at desc, id desc) with a keyset cursor, so paging stays cheap and stable under inserts. */
+export async function listJobs(db: Queryable, f: JobFilter = {}): Promise<{ items: JobView[]; next_cursor: string | null }> {
+  const limit = requireLimit(f.limit, 'limit', 50, 500);
+  const where: string[] = [];
+  const values: unknown[] = [];
+  const add = (clause: (p: string) => string, v: unknown): void => {
+    values.push(v);
+    where.push(clause(`$${values.length}`));
+  };
+  if (f.status !== undefined) add((p) => `status = ${p}`, requireStatus(f.status));
+  if (f.type !== undefined) add((p) => `type = ${p}`, requireText(f.type, 'type'));
+  if (f.topic !== undefined) add((p) => `payload->>'topic' = ${p}`, requireText(f.topic, 'topic'));
+  if (f.endpoint !== undefined) add((p) => `endpoint = ${p}`, requireText(f.endpoint, 'endpoint'));
+  if (f.event_id !== undefined) add((p) => `event_id = ${p}::uuid`, requireUuid(f.event_id, 'event_id'));
+  if (f.cursor !== undefined) {
+    const [us, id] = decodeCursor(f.cursor, CURSOR_SHAPE);
+    values.push(us, id);
+    const n = values.length;
+    where.push(`(created_at, id) < (timestamptz 'epoch' + $${n - 1}::bigint * interval '1 microsecond', $${n}::uuid)`);
+  }
+  values.push(limit + 1);
+  const res = await db.query<JobRow & { created_us: string }>(
+    `select ${JOB_COLUMNS}, (extract(epoch from created_at) * 1000000)::bigint as created_us
+     from jobs ${where.length > 0 ? `where ${where.join(' and ')}` : ''}
+     order by created_at desc, id desc limit $${values.length}`,
+    values,
+  );
+  const rows = res.rows.slice(0, limit);
+  const last = rows.at(-1);
+  return {
+    items: rows.map(toJobView),
+    next_cursor: res.rows.length > limit && last ? encodeCursor([last.created_us, last.id]) : null,
+  };
+}
+
+/** One job with its HTTP attempts, oldest first; null when there is no such job. */
+export async function getJob(db: Queryable, id: string): Promise<(JobView & { deliveries: AttemptView[] }) | null> {
+  const jobId = requireUuid(id, 'id');
+  const job = await db.query<JobRow>(`select ${JOB_COLUMNS} from jobs where id = $1`, [jobId]);
+  const row = job.rows[0];
+  if (!row) return null;
+  const att = await db.query<Omit<AttemptView, 'created_at'> & { created_at: Date }>(
+    `select attempt, status_code, error_kind, error, duration_ms, response_body, lease_lost, aborted, created_at
+     from webhook_attempts where job_id = $1 order by created_at, id`,
+    [jobId],
+  );
+  return { ...toJobView(row), deliveries: att.rows.map((a) => ({ ...a, created_at: a.created_at.toISOString() })) };
+}

@@ -1,0 +1,98 @@
+import { timingSafeEqual } from 'node:crypto';
+import type pg from 'pg';
+import { ROLES, type Role } from '../config/index.js';
+import type { Queryable } from '../db/pool.js';
+import { withTransaction } from '../db/pool.js';
+import { hashToken, newToken } from '../users.js';
+import { writeAudit } from './audit.js';
+import { AdminError, badField } from './errors.js';
+
+/** API principals (spec §7): tokens shown once, stored as SHA-256, compared in constant time. */
+export interface Principal {
+  id: string;
+  name: string;
+  role: Role;
+}
+
+export interface UserView {
+  name: string;
+  role: Role;
+  created_at: string;
+  revoked_at: string | null;
+}
+
+const NAME = /^[A-Za-z0-9_.@-]{1,64}$/;
+
+function requireName(name: unknown): string {
+  if (typeof name !== 'string' || !NAME.test(name)) throw badField('name', 'expected 1-64 letters, digits or "_.@-"');
+  return name;
+}
+
+function requireRole(role: unknown): Role {
+  if (!ROLES.includes(role as Role)) throw badField('role', `expected one of ${ROLES.join(', ')}`);
+  return role as Role;
+}
+
+/** A new user with a fresh token: the only time the token is ever shown. */
+export async function addUser(db: pg.Pool, u: { name: string; role: string }, actor: string): Promise<{ name: string; role: Role; token: string }> {
+  const name = requireName(u.name);
+  const role = requireRole(u.role);
+  const token = newToken();
+  return withTransaction(db, async (client) => {
+    const res = await client.query(
+      `insert into users (name, role, token_hash) values ($1, $2, $3) on conflict (name) do nothing returning id`,
+      [name, role, hashToken(token)],
+    );
+    if (res.rows.length === 0) throw new AdminError(409, 'conflict', `name: a user named ${name} already exists`, { field: 'name' });
+    await writeAudit(client, { action: 'user.add', actor, targetType: 'user', targetId: name, details: { role } });
+    return { name, role, token };
+  });
+}
+
+export async function listUsers(db: Queryable): Promise<UserView[]> {
+  const res = await db.query<{ name: string; role: Role; created_at: Date; revoked_at: Date | null }>(
+    `select name, role, created_at, revoked_at from users order by name`,
+  );
+  return res.rows.map((r) => ({ name: r.name, role: r.role, created_at: r.created_at.toISOString(), revoked_at: r.revoked_at?.toISOString() ?? null }));
+}
+
+/**
+ * Revoke at once: authenticate reads the database on every request (no cache), so the next request
+ * with this user's token is a 401. Revoking an already revoked user changes nothing.
+ */
+export async function revokeUser(db: pg.Pool, name: string, actor: string): Promise<UserView> {
+  const n = requireName(name);
+  return withTransaction(db, async (client) => {
+    const cur = await client.query<{ role: Role; created_at: Date; revoked_at: Date | null }>(
+      `select role, created_at, revoked_at from users where name = $1 for update`,
+      [n],
+    );
+    const row = cur.rows[0];
+    if (!row) throw new AdminError(404, 'not_found', `name: no user named ${n}`, { field: 'name' });
+    let revokedAt = row.revoked_at;
+    if (!revokedAt) {
+      const upd = await client.query<{ revoked_at: Date }>(`update users set revoked_at = now() where name = $1 returning revoked_at`, [n]);
+      revokedAt = upd.rows[0]!.revoked_at;
+      await writeAudit(client, { action: 'user.revoke', actor, targetType: 'user', targetId: n, details: { role: row.role } });
+    }
+    return { name: n, role: row.role, created_at: row.created_at.toISOString(), revoked_at: revokedAt.toISOString() };
+  });
+}
+
+/** The principal a bearer token belongs to, or null (unknown, empty, malformed or revoked). */
+export async function authenticate(db: Queryable, token: string): Promise<Principal | null> {
+  // Our tokens are ~48 characters; anything far longer is no token of ours and is not worth hashing.
+  if (typeof token !== 'string' || token.length === 0 || token.length > 512) return null;
+  const hash = hashToken(token);
+  const res = await db.query<{ id: string; name: string; role: Role; token_hash: string }>(
+    `select id, name, role, token_hash from users where token_hash = $1 and revoked_at is null`,
+    [hash],
+  );
+  const row = res.rows[0];
+  if (!row) return null;
+  // The index lookup found it; the constant-time compare keeps the final check free of timing leaks.
+  const a = Buffer.from(row.token_hash, 'hex');
+  const b = Buffer.from(hash, 'hex');
+  if (a.length !== b.length || !timingSafeEqual(a, b)) return null;
+  return { id: String(row.id), name: row.name, role: row.role };
+}

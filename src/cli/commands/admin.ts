@@ -1,0 +1,175 @@
+import type { Command } from 'commander';
+import {
+  AdminError,
+  addUser,
+  cancelJob,
+  followAlerts,
+  getJob,
+  listJobs,
+  listUsers,
+  readAlerts,
+  redriveJobs,
+  retryJob,
+  revokeUser,
+} from '../../admin/index.js';
+import { parseDuration } from '../../config/index.js';
+import { channels } from '../../db/sql.js';
+import { EXIT, ExitError, printJson, readConfig, withDatabase, type GlobalOptions } from '../context.js';
+
+/** Operator commands act as this principal in audit_log: the OS user running them. */
+function actor(): string {
+  return `cli:${process.env.USER ?? process.env.LOGNAME ?? 'unknown'}`;
+}
+
+/** Run an admin operation against the configured database; AdminErrors become exit codes. */
+async function admin<T>(o: GlobalOptions, fn: (ctx: { pool: import('pg').Pool; url: string; jobsChannel: string; alertsChannel: string }) => Promise<T>): Promise<T> {
+  const config = readConfig(o);
+  return withDatabase(config, async (db) => {
+    const ch = channels(config.database.schema);
+    try {
+      return await fn({ pool: db.pool, url: db.url, jobsChannel: ch.jobs, alertsChannel: ch.alerts });
+    } catch (err) {
+      if (err instanceof AdminError) throw new ExitError(err.status === 400 ? EXIT.usage : EXIT.failure, err.message);
+      throw err;
+    }
+  });
+}
+
+function positiveInt(v: string, name: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n <= 0) throw new ExitError(EXIT.usage, `${name}: expected a positive whole number, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+export function registerJobs(program: Command): void {
+  const jobs = program.command('jobs').description('inspect and act on jobs');
+  jobs
+    .command('list')
+    .description('list jobs, newest first, as JSON lines')
+    .option('--status <status>', 'pending|running|completed|dead|cancelled')
+    .option('--type <type>', 'job type, e.g. webhook.deliver')
+    .option('--topic <topic>', 'event topic')
+    .option('--endpoint <name>', 'endpoint name')
+    .option('--event-id <uuid>', 'event id')
+    .option('--limit <n>', 'at most this many', '50')
+    .option('-c, --config <file>', 'config file')
+    .action(async (o: GlobalOptions & { status?: string; type?: string; topic?: string; endpoint?: string; eventId?: string; limit: string }) => {
+      const limit = positiveInt(o.limit, '--limit');
+      await admin(o, async ({ pool }) => {
+        const page = await listJobs(pool, { status: o.status, type: o.type, topic: o.topic, endpoint: o.endpoint, event_id: o.eventId, limit });
+        for (const j of page.items) printJson(j);
+      });
+    });
+  jobs
+    .command('show')
+    .description('one job with its delivery attempts')
+    .argument('<id>', 'job id')
+    .option('-c, --config <file>', 'config file')
+    .action(async (id: string, o: GlobalOptions) => {
+      await admin(o, async ({ pool }) => {
+        const job = await getJob(pool, id);
+        if (!job) throw new ExitError(EXIT.failure, `no job ${id}`);
+        printJson(job);
+      });
+    });
+  jobs
+    .command('retry')
+    .description('send a dead or completed job again (a new attempt series)')
+    .argument('<id>', 'job id')
+    .option('-c, --config <file>', 'config file')
+    .action(async (id: string, o: GlobalOptions) => {
+      await admin(o, async ({ pool, jobsChannel }) => printJson(await retryJob(pool, id, actor(), jobsChannel)));
+    });
+  jobs
+    .command('cancel')
+    .description('cancel a pending job')
+    .argument('<id>', 'job id')
+    .option('-c, --config <file>', 'config file')
+    .action(async (id: string, o: GlobalOptions) => {
+      await admin(o, async ({ pool }) => printJson(await cancelJob(pool, id, actor())));
+    });
+  jobs
+    .command('redrive')
+    .description('re-queue dead jobs matching the filter; prints the count first')
+    .requiredOption('--status <status>', 'only "dead"')
+    .option('--since <duration>', 'only jobs that went dead within this long, e.g. 1h')
+    .option('--topic <topic>', 'event topic')
+    .option('--endpoint <name>', 'endpoint name')
+    .option('--dry-run', 'count only; change nothing')
+    .option('-c, --config <file>', 'config file')
+    .action(async (o: GlobalOptions & { status: string; since?: string; topic?: string; endpoint?: string; dryRun?: boolean }) => {
+      if (o.status !== 'dead') throw new ExitError(EXIT.usage, `--status: only "dead" jobs can be redriven, got ${JSON.stringify(o.status)}`);
+      let since: Date | undefined;
+      if (o.since !== undefined) {
+        try {
+          since = new Date(Date.now() - parseDuration(o.since));
+        } catch (err) {
+          throw new ExitError(EXIT.usage, `--since: ${(err as Error).message}`);
+        }
+      }
+      await admin(o, async ({ pool, jobsChannel }) => {
+        const filter = { status: 'dead' as const, topic: o.topic, endpoint: o.endpoint, since };
+        const { count } = await redriveJobs(pool, { ...filter, dry_run: true }, actor(), jobsChannel);
+        process.stdout.write(`${count} dead job(s) match\n`);
+        if (o.dryRun || count === 0) return;
+        const done = await redriveJobs(pool, filter, actor(), jobsChannel);
+        process.stdout.write(`re-queued ${done.count}\n`);
+      });
+    });
+}
+
+export function registerUsers(program: Command): void {
+  const users = program.command('users').description('API users and their tokens');
+  users
+    .command('add')
+    .description('create a user; prints its token once (only a hash is stored)')
+    .argument('<name>', 'user name')
+    .requiredOption('--role <role>', 'admin, viewer or service')
+    .option('-c, --config <file>', 'config file')
+    .action(async (name: string, o: GlobalOptions & { role: string }) => {
+      await admin(o, async ({ pool }) => printJson(await addUser(pool, { name, role: o.role }, actor())));
+    });
+  users
+    .command('list')
+    .description('list users (never tokens)')
+    .option('-c, --config <file>', 'config file')
+    .action(async (o: GlobalOptions) => {
+      await admin(o, async ({ pool }) => {
+        for (const u of await listUsers(pool)) printJson(u);
+      });
+    });
+  users
+    .command('revoke')
+    .description('revoke a user: its token is refused at once')
+    .argument('<name>', 'user name')
+    .option('-c, --config <file>', 'config file')
+    .action(async (name: string, o: GlobalOptions) => {
+      await admin(o, async ({ pool }) => printJson(await revokeUser(pool, name, actor())));
+    });
+}
+
+export function registerAlerts(program: Command): void {
+  program
+    .command('alerts')
+    .description('dead-letter alerts as JSON lines: recent ones, or --follow to keep listening')
+    .option('--follow', 'keep printing alerts as they happen, until interrupted')
+    .option('--since <id>', 'only alerts after this audit id (replays what was missed)')
+    .option('--limit <n>', 'without --follow: at most this many (the newest, or the first after --since; max 1000)', '50')
+    .option('-c, --config <file>', 'config file')
+    .action(async (o: GlobalOptions & { follow?: boolean; since?: string; limit: string }) => {
+      const since = o.since === undefined ? undefined : Number(o.since);
+      if (since !== undefined && (!Number.isInteger(since) || since < 0)) throw new ExitError(EXIT.usage, `--since: expected an alert id, got ${JSON.stringify(o.since)}`);
+      const limit = positiveInt(o.limit, '--limit');
+      await admin(o, async ({ pool, url, alertsChannel }) => {
+        if (!o.follow) {
+          for (const a of await readAlerts(pool, { sinceId: since, limit })) printJson(a);
+          return;
+        }
+        const ctl = new AbortController();
+        const stop = () => ctl.abort();
+        process.once('SIGINT', stop);
+        process.once('SIGTERM', stop);
+        await followAlerts({ pool, url, channel: alertsChannel, sinceId: since, signal: ctl.signal, onAlert: (a) => printJson(a) });
+      });
+    });
+}

@@ -1,0 +1,61 @@
+import type { Command } from 'commander';
+import { parseListen } from '../../config/index.js';
+import { createHttpServer, listenHttp } from '../../http/server.js';
+import { createLogger } from '../../log.js';
+import { Service } from '../../service.js';
+import { EXIT, ExitError, readConfig, type GlobalOptions } from '../context.js';
+
+interface ServeOptions extends GlobalOptions {
+  listen?: string;
+}
+
+/**
+ * `serve` (API + dispatcher + workers + runners) and `worker` (the same without the API; only
+ * /healthz /readyz /metrics). Both run until SIGINT/SIGTERM, then shut down gracefully and exit 0.
+ */
+async function run(mode: 'serve' | 'worker', o: ServeOptions): Promise<void> {
+  const config = readConfig(o);
+  const listen = o.listen ?? config.server.listen;
+  try {
+    parseListen(listen);
+  } catch (err) {
+    throw new ExitError(EXIT.usage, `--listen: ${(err as Error).message}`);
+  }
+  const log = createLogger({ level: config.log.level });
+  const svc = await Service.start({ config, log });
+  let app;
+  try {
+    app = await createHttpServer(svc, { mode });
+    const bound = await listenHttp(app, listen);
+    log.info({ event: 'service.listening', mode, address: bound.url }, `acw-webhooks ${mode} listening on ${bound.url}`);
+  } catch (err) {
+    await app?.close().catch(() => undefined);
+    await svc.stop();
+    throw new ExitError(EXIT.failure, `cannot listen on ${listen}: ${(err as Error).message}`);
+  }
+  const signal = await new Promise<NodeJS.Signals>((resolve) => {
+    process.once('SIGINT', () => resolve('SIGINT'));
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+  });
+  log.info({ event: 'service.stopping', signal }, 'shutting down');
+  // Stop taking requests first, then hand back in-flight jobs, then close the database.
+  await app.close();
+  await svc.stop();
+  log.info({ event: 'service.stopped' }, 'stopped');
+  log.flush();
+}
+
+export function registerServe(program: Command): void {
+  program
+    .command('serve')
+    .description('run the HTTP API, event dispatcher, delivery workers and periodic runners')
+    .option('-c, --config <file>', 'config file')
+    .option('--listen <host:port>', 'override server.listen')
+    .action((o: ServeOptions) => run('serve', o));
+  program
+    .command('worker')
+    .description('run the event dispatcher, delivery workers and periodic runners, with /healthz /readyz /metrics')
+    .option('-c, --config <file>', 'config file')
+    .option('--listen <host:port>', 'override server.listen')
+    .action((o: ServeOptions) => run('worker', o));
+}

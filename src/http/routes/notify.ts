@@ -1,0 +1,29 @@
+import type { FastifyInstance } from 'fastify';
+import { WEBHOOK_JOB } from '../../notify/dispatch.js';
+import { notifyBatchNow, notifyNow, type NotifyAnswer } from '../../notify/notify.js';
+import type { Service } from '../../service.js';
+import { principalOf, SERVICE } from '../auth.js';
+import { notifyBatchBody, notifyBody, parse } from '../schemas.js';
+
+/** `POST /v1/notify` and `/v1/notify/batch`: dispatched at once, idempotent per (user, key). */
+export function notifyRoutes(app: FastifyInstance, svc: Service): void {
+  const count = (topic: string, a: NotifyAnswer): void => {
+    if (a.status === 202) svc.metrics.jobsEnqueued(WEBHOOK_JOB, topic, a.body.job_ids.length);
+  };
+
+  app.post('/v1/notify', { config: { roles: SERVICE } }, async (req, reply) => {
+    const input = parse(notifyBody, req.body, 'body');
+    const ans = await notifyNow(svc.db.pool, input, principalOf(req).name, svc.dispatchContext);
+    count(input.topic, ans);
+    return reply.code(ans.status).send(ans.body);
+  });
+
+  app.post('/v1/notify/batch', { config: { roles: SERVICE } }, async (req, reply) => {
+    const { events } = parse(notifyBatchBody, req.body, 'body');
+    const answers = await notifyBatchNow(svc.db.pool, events, principalOf(req).name, svc.dispatchContext);
+    answers.forEach((a, i) => count(events[i]!.topic, a));
+    // 200 only when every event was a replay of an earlier call: nothing new was accepted.
+    const status = answers.every((a) => a.status === 200) ? 200 : 202;
+    return reply.code(status).send({ results: answers.map((a) => a.body) });
+  });
+}

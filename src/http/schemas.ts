@@ -1,0 +1,120 @@
+import { z } from 'zod';
+import { JOB_STATUSES } from '../admin/job-view.js';
+import { isPrintable } from '../admin/params.js';
+import { parseDuration } from '../config/index.js';
+import { MAX_BATCH, notifyInput, topicField } from '../notify/input.js';
+import { HttpError, fromZod } from './errors.js';
+
+/**
+ * Request schemas of the HTTP API: strict objects everywhere (an unknown field, query parameter
+ * included, is a 400 naming it), query values arriving as strings.
+ */
+
+/** Parse one part of a request, or throw the 400 naming the bad field. */
+export function parse<S extends z.ZodType>(schema: S, value: unknown, root: string): z.output<S> {
+  const r = schema.safeParse(value);
+  if (!r.success) throw fromZod(r.error, root);
+  return r.data;
+}
+
+// A lone UTF-16 surrogate (`"\ud800"`) survives JSON.parse but PostgreSQL's jsonb refuses it.
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
+
+function hasLoneSurrogate(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'string') {
+      if (LONE_SURROGATE.test(v)) return true;
+    } else if (v !== null && typeof v === 'object') {
+      for (const [k, child] of Object.entries(v)) {
+        if (LONE_SURROGATE.test(k)) return true;
+        stack.push(child);
+      }
+    }
+  }
+  return false;
+}
+
+export const notifyBody = notifyInput.superRefine((v, ctx) => {
+  if (hasLoneSurrogate(v.data)) ctx.addIssue({ code: 'custom', path: ['data'], message: 'must be valid Unicode (a lone surrogate such as \\ud800 was found)' });
+});
+
+export const notifyBatchBody = z.strictObject({ events: z.array(notifyBody).min(1).max(MAX_BATCH) });
+
+/** Action routes take no body; `{}` or none at all is fine, anything in it is an unknown field. */
+export const emptyBody = z.strictObject({}).optional();
+
+const text = (max = 200) => z.string().min(1).max(max).refine(isPrintable, 'expected printable characters');
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const uuid = z.string().regex(UUID, 'expected a UUID');
+const cursor = z.string().max(200);
+const intParam = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d{1,6}$/, `expected an integer from ${min} to ${max}`)
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+const boolParam = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+/** A database id: digits only, small enough for bigint and exact in a JS number. */
+export const idParam = z.string().regex(/^\d{1,15}$/, 'expected a non-negative integer id').transform(Number);
+
+export const jobIdParams = z.strictObject({ id: uuid });
+export const endpointParams = z.strictObject({ name: text(100) });
+export const notificationParams = z.strictObject({ id: idParam });
+
+export const jobsQuery = z.strictObject({
+  status: z.enum(JOB_STATUSES as [string, ...string[]]).optional(),
+  type: text().optional(),
+  topic: topicField.optional(),
+  endpoint: text(100).optional(),
+  event_id: uuid.optional(),
+  limit: intParam(1, 500).optional(),
+  cursor: cursor.optional(),
+});
+
+export const notificationsQuery = z.strictObject({
+  limit: intParam(1, 500).optional(),
+  cursor: cursor.optional(),
+  unread_only: boolParam.optional(),
+});
+
+export const endpointsQuery = z.strictObject({ window_minutes: intParam(1, 10_080).optional() });
+
+export const alertsQuery = z.strictObject({ since: idParam.optional() });
+
+/** `since`: an RFC 3339 instant, or a Go-style duration meaning that long ago ("1h"). */
+const since = z
+  .string()
+  .max(64)
+  .transform((s, ctx) => {
+    if (/^\d{4}-\d\d-\d\dT/.test(s)) {
+      const d = new Date(s);
+      if (!Number.isNaN(d.getTime())) return d;
+    } else {
+      try {
+        return new Date(Date.now() - parseDuration(s));
+      } catch {
+        // fall through to the issue below
+      }
+    }
+    ctx.addIssue({ code: 'custom', message: 'expected an RFC 3339 time or a duration like "1h"' });
+    return z.NEVER;
+  });
+
+export const redriveBody = z.strictObject({
+  status: z.literal('dead', { error: 'expected "dead" (only dead jobs can be redriven)' }),
+  topic: topicField.optional(),
+  endpoint: text(100).optional(),
+  since: since.optional(),
+  dry_run: z.boolean().optional(),
+});
+
+/** The `Last-Event-ID` header of a reconnecting SSE client. */
+export function lastEventId(header: string | string[] | undefined): number | undefined {
+  if (header === undefined) return undefined;
+  if (typeof header !== 'string' || !/^\d{1,15}$/.test(header)) {
+    throw new HttpError(400, 'invalid_input', 'last-event-id: expected the id of an alert event', { field: 'last-event-id' });
+  }
+  return Number(header);
+}

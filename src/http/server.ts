@@ -1,0 +1,104 @@
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import { parseListen } from '../config/index.js';
+import { coerceError } from '../errors.js';
+import type { Service } from '../service.js';
+import { AlertHub } from './alert-hub.js';
+import { installAuth } from './auth.js';
+import { installGracefulClose } from './shutdown.js';
+import { HttpError, mapError } from './errors.js';
+import { alertRoutes, OpenStreams } from './routes/alerts.js';
+import { endpointRoutes } from './routes/endpoints.js';
+import { healthRoutes } from './routes/health.js';
+import { jobRoutes } from './routes/jobs.js';
+import { notificationRoutes } from './routes/notifications.js';
+import { notifyRoutes } from './routes/notify.js';
+
+/** How long a shutdown waits for in-flight requests before closing their connections. */
+const CLOSE_GRACE_MS = 10_000;
+
+export interface HttpServerOptions {
+  /** `serve`: the whole API; `worker`: only /healthz, /readyz and /metrics. */
+  mode: 'serve' | 'worker';
+}
+
+/**
+ * The HTTP API (spec §7) on Fastify. Bodies are JSON only (415 otherwise), limited to
+ * `server.max_body` (413), validated by zod schemas (400 naming the field); every error answer is
+ * `{error: {code, message, details?}}` and only a bug or an outage is a 5xx.
+ */
+export async function createHttpServer(svc: Service, opts: HttpServerOptions): Promise<FastifyInstance> {
+  const maxBody = svc.config.server.max_body;
+  const app = Fastify({
+    logger: false,
+    bodyLimit: maxBody,
+    routerOptions: { maxParamLength: 200 },
+    frameworkErrors: (err, _req, reply) => {
+      const m = mapError(err, maxBody);
+      // The option's reply type is generic over route schemas we do not use; it is a plain reply.
+      void (reply as unknown as FastifyReply).code(m.status).headers(m.headers).send(m.body);
+    },
+  });
+
+  // Our own JSON parser: no other content type is accepted, and an empty body means "no body".
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.trim() === '') {
+      done(null, undefined);
+      return;
+    }
+    try {
+      done(null, JSON.parse(text));
+    } catch (err) {
+      done(new HttpError(400, 'invalid_json', `body: malformed JSON (${coerceError(err).message})`, { field: 'body' }), undefined);
+    }
+  });
+
+  app.setErrorHandler((err, req, reply) => {
+    const m = mapError(err, maxBody);
+    if (m.unexpected) {
+      const e = coerceError(err);
+      svc.log.error({ event: 'http.error', method: req.method, route: req.routeOptions.url, status: m.status, err: e.message, stack: e.stack }, 'request failed');
+    }
+    return reply.code(m.status).headers(m.headers).send(m.body);
+  });
+  app.setNotFoundHandler((req, reply) =>
+    reply.code(404).send({ error: { code: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]!.slice(0, 200)}` } }),
+  );
+
+  const streams = new OpenStreams();
+  // Open event streams would hold close() forever: they end first, then in-flight requests get their grace.
+  installGracefulClose(app, { before: () => streams.closeAll(), graceMs: CLOSE_GRACE_MS });
+  installAuth(app, svc.db.pool);
+  healthRoutes(app, svc);
+  if (opts.mode === 'serve') {
+    const hub = new AlertHub({ url: svc.db.url, channel: svc.channels.alerts, log: svc.log });
+    notifyRoutes(app, svc);
+    jobRoutes(app, svc);
+    endpointRoutes(app, svc);
+    notificationRoutes(app, svc);
+    alertRoutes(app, svc, hub, streams);
+    // LISTEN before the first client can connect, so no wake-up is lost.
+    app.addHook('onReady', async () => hub.start());
+    app.addHook('onClose', async () => hub.close());
+  }
+  await app.ready();
+  return app;
+}
+
+export interface BoundAddress {
+  host: string;
+  port: number;
+  /** e.g. `http://127.0.0.1:8080` */
+  url: string;
+}
+
+/** Listen on `HOST:PORT` (port 0: any free one) and say where. */
+export async function listenHttp(app: FastifyInstance, listen: string): Promise<BoundAddress> {
+  const { host, port } = parseListen(listen);
+  await app.listen({ host, port });
+  const addr = app.server.address();
+  if (!addr || typeof addr === 'string') throw new Error(`HTTP server did not bind to ${listen}`);
+  const shown = addr.family === 'IPv6' || addr.address.includes(':') ? `[${addr.address}]` : addr.address;
+  return { host: addr.address, port: addr.port, url: `http://${shown}:${addr.port}` };
+}

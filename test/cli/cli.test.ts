@@ -1,0 +1,189 @@
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { signAcw } from '../../src/webhook/sign.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { waitFor } from '../helpers/logs.js';
+import { startProc, type Proc } from '../helpers/procs.js';
+import { startReceiver, type Receiver } from '../helpers/receiver.js';
+
+const BIN = fileURLToPath(new URL('../../bin/acw-webhooks.js', import.meta.url));
+const EXAMPLE = fileURLToPath(new URL('../../config.example.yaml', import.meta.url));
+const run = promisify(execFile);
+
+async function cli(args: string[], env: Record<string, string> = {}, input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  const { DATABASE_URL: _ignored, ...base } = process.env;
+  try {
+    const p = run(process.execPath, [BIN, ...args], { env: { ...base, ...env }, timeout: 60_000 });
+    if (input !== undefined) {
+      p.child.stdin?.end(input);
+    }
+    const { stdout, stderr } = await p;
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
+}
+
+let dir: string;
+let db: TestDatabase;
+let rx: Receiver;
+const procs: Proc[] = [];
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'acw-cli-'));
+  db = await createTestDatabase();
+  rx = await startReceiver();
+});
+afterAll(async () => {
+  await rx.close();
+  await db.drop();
+  rmSync(dir, { recursive: true, force: true });
+});
+afterEach(async () => {
+  await Promise.all(procs.splice(0).map((p) => p.stop('SIGKILL')));
+});
+
+function writeConfig(name: string, text: string): string {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+}
+
+describe('config check', () => {
+  it('passes config.example.yaml as shipped (exit 0)', async () => {
+    const r = await cli(['config', 'check', '-c', EXAMPLE]);
+    expect(r).toMatchObject({ code: 0 });
+    expect(r.stdout).toContain('ok');
+  });
+
+  it('exits 2 naming every bad key, never echoing a secret', async () => {
+    const path = writeConfig(
+      'bad.yaml',
+      'jobs:\n  wokers: 4\n  job_reaper:\n    lease_timeout: 5 minutes\nnotify:\n  webhook:\n    url: http://127.0.0.1:9/x\n    secret: ""\n    topics: ["Bad Topic"]\n',
+    );
+    const r = await cli(['config', 'check', '-c', path]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('jobs.wokers');
+    expect(r.stderr).toContain('did you mean "workers"');
+    expect(r.stderr).toContain('jobs.job_reaper.lease_timeout: expected a duration like "5m", got "5 minutes"');
+    expect(r.stderr).toContain('notify.webhook.secret');
+    expect(r.stderr).toContain('notify.webhook.topics[0]');
+  });
+
+  it('names an unset ${VAR} without showing anything of it', async () => {
+    const path = writeConfig('env.yaml', 'notify:\n  webhook:\n    url: http://127.0.0.1:9/x\n    secret: ${ACW_TEST_UNSET_SECRET}\n');
+    const r = await cli(['config', 'check', '-c', path]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('ACW_TEST_UNSET_SECRET');
+  });
+});
+
+describe('CLI basics', () => {
+  it('--help works on every command and an unknown command is a usage error', async () => {
+    for (const args of [['--help'], ['serve', '--help'], ['worker', '--help'], ['migrate', '--help'], ['notify', '--help'], ['verify', '--help'], ['receive', '--help'], ['config', 'check', '--help']]) {
+      const r = await cli(args);
+      expect({ args, code: r.code }).toEqual({ args, code: 0 });
+      expect(r.stdout).toContain('Usage:');
+    }
+    expect((await cli(['frobnicate'])).code).toBe(2);
+    expect((await cli(['notify'])).code).toBe(2);
+  });
+
+  it('verify: exit 0 for a good signature, 1 for a tampered body', async () => {
+    const body = '{"event_id":"e","topic":"a.b","occurred_at":"2026-01-01T00:00:00.000Z","data":{}}';
+    const ts = Math.floor(Date.now() / 1000);
+    const sig = signAcw('s3cret', ts, body);
+    const file = writeConfig('body.json', body);
+    const ok = await cli(['verify', '--secret', 's3cret', '--timestamp', String(ts), '--signature', sig, '--body', `@${file}`]);
+    expect(ok.code).toBe(0);
+    expect(JSON.parse(ok.stdout)).toMatchObject({ valid: true });
+    const bad = await cli(['verify', '--secret', 's3cret', '--timestamp', String(ts), '--signature', sig, '--body', body + ' ']);
+    expect(bad.code).toBe(1);
+    expect(JSON.parse(bad.stdout)).toEqual({ valid: false, reason: 'signature_mismatch' });
+    expect(bad.stdout + bad.stderr).not.toContain('s3cret');
+  });
+
+  it('migrate and notify work against DATABASE_URL', async () => {
+    const cfg = writeConfig('notify.yaml', `notify:\n  webhook: { url: "${rx.url}/cli", secret: s3cret, topics: ["cli.*"] }\n`);
+    const m = await cli(['migrate', '-c', cfg], { DATABASE_URL: db.url });
+    expect(m).toMatchObject({ code: 0, stdout: 'up to date\n' });
+    const n = await cli(['notify', 'cli.hello', '--data', '{"x":1}', '-c', cfg], { DATABASE_URL: db.url });
+    expect(n.code).toBe(0);
+    const out = JSON.parse(n.stdout);
+    expect(out.job_ids).toHaveLength(1);
+    const row = (await db.pool.query('select type, endpoint, status from jobs where id = $1', [out.job_ids[0]])).rows[0];
+    expect(row).toEqual({ type: 'webhook.deliver', endpoint: 'default', status: 'pending' });
+    const bad = await cli(['notify', 'Bad Topic', '-c', cfg], { DATABASE_URL: db.url });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('topic');
+  });
+});
+
+describe('serve and worker processes', () => {
+  it('serve answers /healthz, delivers, and exits 0 on SIGTERM', async () => {
+    const cfg = writeConfig(
+      'serve.yaml',
+      `server: { listen: "127.0.0.1:0" }\njobs: { poll_interval: 200ms }\nnotify:\n  webhook: { url: "${rx.url}/serve", secret: s3cret, topics: ["*"] }\n`,
+    );
+    const p = startProc(process.execPath, [BIN, 'serve', '-c', cfg], { DATABASE_URL: db.url });
+    procs.push(p);
+    const line = await p.waitForLine(/service\.listening/);
+    const address = JSON.parse(line).address as string;
+    const health = await fetch(`${address}/healthz`);
+    expect(health.status).toBe(200);
+    const before = rx.requests.length;
+    const n = await cli(['notify', 'serve.test', '-c', cfg], { DATABASE_URL: db.url });
+    expect(n.code).toBe(0);
+    await waitFor(() => rx.requests.length > before, 10_000);
+    expect(await p.stop('SIGTERM')).toBe(0);
+  });
+
+  it('kill -9 during delivery, then a restart: the job is delivered and none is left running', async () => {
+    const cfg = writeConfig(
+      'kill.yaml',
+      `server: { listen: "127.0.0.1:0" }\njobs:\n  poll_interval: 200ms\n  job_reaper: { interval: 300ms, lease_timeout: 1500ms }\nnotify:\n  webhook: { url: "${rx.url}/kill", secret: s3cret, topics: ["*"] }\n`,
+    );
+    let hang = true;
+    rx.setResponder((r) => (r.url === '/kill' && hang ? { hang: true } : { status: 200 }));
+    try {
+      const a = startProc(process.execPath, [BIN, 'worker', '-c', cfg], { DATABASE_URL: db.url });
+      procs.push(a);
+      await a.waitForLine(/service\.listening/);
+      const out = JSON.parse((await cli(['notify', 'kill.test', '-c', cfg], { DATABASE_URL: db.url })).stdout);
+      const id = out.job_ids[0] as string;
+      await waitFor(() => rx.requests.some((r) => r.url === '/kill'), 10_000);
+      await a.stop('SIGKILL');
+      hang = false;
+      const b = startProc(process.execPath, [BIN, 'worker', '-c', cfg], { DATABASE_URL: db.url });
+      procs.push(b);
+      await waitFor(async () => (await db.pool.query('select status from jobs where id = $1', [id])).rows[0].status === 'completed', 15_000);
+      expect((await db.pool.query(`select count(*)::int as n from jobs where status = 'running'`)).rows[0].n).toBe(0);
+      expect(b.lines.some((l) => l.includes('"job.reaped"'))).toBe(true);
+      expect(await b.stop('SIGTERM')).toBe(0);
+    } finally {
+      rx.setResponder(() => ({ status: 200 }));
+    }
+  });
+
+  it('with no database URL, serve starts embedded PostgreSQL and other commands attach to it', async () => {
+    const dataDir = join(dir, 'data');
+    const cfg = writeConfig('embedded.yaml', `database: { data_dir: "${dataDir}" }\nserver: { listen: "127.0.0.1:0" }\n`);
+    const p = startProc(process.execPath, [BIN, 'serve', '-c', cfg]);
+    procs.push(p);
+    await p.waitForLine(/service\.listening/, 60_000);
+    expect(existsSync(join(dataDir, 'pg', 'postmaster.pid'))).toBe(true);
+    const m = await cli(['migrate', '-c', cfg]);
+    expect(m).toMatchObject({ code: 0, stdout: 'up to date\n' });
+    const n = await cli(['notify', 'nobody.listens', '-c', cfg]);
+    expect(JSON.parse(n.stdout)).toMatchObject({ job_ids: [], skipped: 'no_matching_endpoint' });
+    expect(await p.stop('SIGTERM')).toBe(0);
+    await waitFor(() => !existsSync(join(dataDir, 'pg', 'postmaster.pid')), 10_000);
+    // As root below a private temp dir, the cluster lives under /var/tmp behind a symlink: remove it too.
+    rmSync(realpathSync(join(dataDir, 'pg')), { recursive: true, force: true });
+  }, 90_000);
+});

@@ -1,0 +1,132 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { waitFor } from '../helpers/logs.js';
+import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { call, makeUser, rowCounts, startApi, type Api } from './api.js';
+
+let db: TestDatabase;
+let rx: Receiver;
+let api: Api;
+let svcToken: string;
+let otherToken: string;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  rx = await startReceiver();
+  api = await startApi(db, { notify: { webhook: { url: rx.url, secret: 's3cret', topics: ['workspace.*'] } } });
+});
+afterAll(async () => {
+  await api.close();
+  await rx.close();
+  await db.drop();
+});
+beforeEach(async () => {
+  await db.pool.query('truncate jobs, webhook_attempts, events, notifications, audit_log, users cascade');
+  svcToken = await makeUser(db.pool, 'billing', 'service');
+  otherToken = await makeUser(db.pool, 'search', 'service');
+  await makeUser(db.pool, 'alice', 'viewer');
+});
+
+const ev = (i: number) => ({ topic: `workspace.e${i}`, data: { i } });
+const notify = (body: unknown, token = svcToken) => call(api.url, 'POST', '/v1/notify', { token, body });
+/** Wait until no job is pending or running, so row counts hold still for a before/after comparison. */
+const settled = () => waitFor(async () => (await db.pool.query(`select 1 from jobs where status in ('pending', 'running')`)).rows.length === 0);
+
+describe('POST /v1/notify', () => {
+  it('accepts with 202, the event id and one job per matching endpoint, and delivers it', async () => {
+    const res = await notify({ topic: 'workspace.sync_failed', data: { id: 7 }, recipients: ['alice'] });
+    expect(res.status).toBe(202);
+    expect(res.body).toEqual({ event_id: expect.stringMatching(/^[0-9a-f-]{36}$/), job_ids: [expect.stringMatching(/^[0-9a-f-]{36}$/)] });
+    await rx.waitForRequests(1);
+    const note = await db.pool.query(`select n.topic, n.data from notifications n join users u on u.id = n.user_id where u.name = 'alice'`);
+    expect(note.rows).toEqual([{ topic: 'workspace.sync_failed', data: { id: 7 } }]);
+  });
+
+  it('a topic no endpoint lists is a 202 with no job and says why', async () => {
+    const res = await notify({ topic: 'other.thing', data: null });
+    expect(res.status).toBe(202);
+    expect(res.body).toMatchObject({ job_ids: [], skipped: 'no_matching_endpoint' });
+    expect((await rowCounts(db.pool)).jobs).toBe(0);
+  });
+
+  it('the same key from the same user again is a 200 with the first answer and nothing written', async () => {
+    const body = { topic: 'workspace.sync_failed', data: { n: 1 }, idempotency_key: 'k-1' };
+    const first = await notify(body);
+    expect(first.status).toBe(202);
+    await settled();
+    const before = await rowCounts(db.pool);
+    const again = await notify(body);
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(first.body);
+    expect(await rowCounts(db.pool)).toEqual(before);
+  });
+
+  it('the same key with a different body is a 409 naming idempotency_key', async () => {
+    await notify({ topic: 'workspace.sync_failed', data: { n: 1 }, idempotency_key: 'k-2' });
+    await settled();
+    const before = await rowCounts(db.pool);
+    const res = await notify({ topic: 'workspace.sync_failed', data: { n: 2 }, idempotency_key: 'k-2' });
+    expect(res.status).toBe(409);
+    expect(res.body.error).toMatchObject({ code: 'idempotency_conflict', details: { field: 'idempotency_key' } });
+    expect(await rowCounts(db.pool)).toEqual(before);
+  });
+
+  it('keys belong to the user: another user may use the same key', async () => {
+    const body = { topic: 'workspace.sync_failed', data: {}, idempotency_key: 'shared' };
+    const a = await notify(body);
+    const b = await notify(body, otherToken);
+    expect([a.status, b.status]).toEqual([202, 202]);
+    expect(a.body.event_id).not.toBe(b.body.event_id);
+  });
+
+  it('an unknown recipient is a 400 naming it, and nothing is written', async () => {
+    const before = await rowCounts(db.pool);
+    const res = await notify({ topic: 'workspace.sync_failed', data: {}, recipients: ['alice', 'mallory'] });
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ code: 'unknown_recipients', details: { field: 'recipients', names: ['mallory'] } });
+    expect(res.body.error.message).toContain('mallory');
+    expect(await rowCounts(db.pool)).toEqual(before);
+  });
+
+  it('counts the enqueued jobs in /metrics', async () => {
+    await notify({ topic: 'workspace.metrics', data: {} });
+    const m = await call(api.url, 'GET', '/metrics');
+    expect(m.text).toMatch(/acw_jobs_enqueued_total\{type="webhook.deliver",topic="workspace.metrics"\} 1/);
+  });
+});
+
+describe('POST /v1/notify/batch', () => {
+  it('accepts every event in one go: 202 with one result each', async () => {
+    const res = await call(api.url, 'POST', '/v1/notify/batch', { token: svcToken, body: { events: [ev(0), ev(1), ev(2)] } });
+    expect(res.status).toBe(202);
+    expect(res.body.results).toHaveLength(3);
+    for (const r of res.body.results) expect(r.job_ids).toHaveLength(1);
+    await waitFor(async () => (await db.pool.query(`select 1 from jobs where status = 'completed'`)).rows.length === 3);
+  });
+
+  it('one bad event: a 400 naming events[3].topic and nothing written', async () => {
+    const before = await rowCounts(db.pool);
+    const events = [ev(0), ev(1), ev(2), { topic: 'Bad Topic!', data: {} }, ev(4)];
+    const res = await call(api.url, 'POST', '/v1/notify/batch', { token: svcToken, body: { events } });
+    expect(res.status).toBe(400);
+    expect(res.body.error.details.field).toBe('events[3].topic');
+    expect(res.body.error.message).toMatch(/^events\[3\]\.topic: /);
+    expect(await rowCounts(db.pool)).toEqual(before);
+  });
+
+  it('a failure found in the database (unknown recipient of event 2) rolls back the whole batch', async () => {
+    const before = await rowCounts(db.pool);
+    const events = [ev(0), ev(1), { ...ev(2), recipients: ['nobody'] }];
+    const res = await call(api.url, 'POST', '/v1/notify/batch', { token: svcToken, body: { events } });
+    expect(res.status).toBe(400);
+    expect(res.body.error.details.field).toBe('events[2].recipients');
+    expect(await rowCounts(db.pool)).toEqual(before);
+  });
+
+  it('more than 1000 events is a 400 naming events', async () => {
+    const events = Array.from({ length: 1001 }, (_, i) => ev(i));
+    const res = await call(api.url, 'POST', '/v1/notify/batch', { token: svcToken, body: { events } });
+    expect(res.status).toBe(400);
+    expect(res.body.error.details.field).toBe('events');
+  });
+});
