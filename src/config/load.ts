@@ -58,12 +58,28 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv | Env = {}): Co
 }
 
 function build(raw: unknown, env: Env, file?: string): Config {
-  const interpolated = interpolateTree(raw, env);
+  const interpolated = interpolateTree(withDefaultUsers(raw), env);
   const tree = withDatabaseUrl(withoutNulls(interpolated.value), env);
   const result = validate(tree, interpolated.failed);
   const issues = [...interpolated.issues, ...(result.ok ? [] : result.issues)];
   if (issues.length > 0 || !result.ok) throw ConfigError.from(sortByInput(issues, tree), file);
   return deepFreeze(result.value);
+}
+
+/**
+ * The built-in bootstrap user of spec §2: `ops` (admin) with the token from ACW_ADMIN_TOKEN, so
+ * `ACW_ADMIN_TOKEN=... npm start` works without a config file. Skipped at start while the token is empty.
+ */
+const DEFAULT_USERS = [{ name: 'ops', role: 'admin', token: '${ACW_ADMIN_TOKEN:-}' }];
+
+function withDefaultUsers(raw: unknown): unknown {
+  const root = raw ?? {};
+  if (!isObject(root)) return raw;
+  const server = root['server'] ?? {};
+  if (!isObject(server)) return raw;
+  const auth = server['auth'] ?? {};
+  if (!isObject(auth) || auth['users'] !== undefined) return raw;
+  return { ...root, server: { ...server, auth: { ...auth, users: DEFAULT_USERS } } };
 }
 
 /** DATABASE_URL, when set and non-empty, wins over `database.url` (twelve-factor deployments set only it). */

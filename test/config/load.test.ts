@@ -212,3 +212,11 @@ describe('maskConfig', () => {
     expect(masked.database.url).toBe('postgresql://h/db?user=a&password=[redacted]');
   });
 });
+
+describe('the built-in bootstrap user', () => {
+  test('is ops (admin) with the token from ACW_ADMIN_TOKEN when the config names no users', () => {
+    expect(parseConfig({}, { ACW_ADMIN_TOKEN: 'tok-from-env' }).server.auth.users).toEqual([{ name: 'ops', role: 'admin', token: 'tok-from-env' }]);
+    expect(parseConfig({}, {}).server.auth.users).toEqual([{ name: 'ops', role: 'admin', token: '' }]);
+    expect(parseConfig({ server: { auth: { users: [] } } }, { ACW_ADMIN_TOKEN: 'x' }).server.auth.users).toEqual([]);
+  });
+});

