@@ -33,6 +33,8 @@ create table :"schema".webhook_attempts (
   id            bigint generated always as identity primary key,
   job_id        uuid not null,
   attempt       integer not null,
+  -- The claim the attempt was made under: a retried write of the same outcome adds no second row.
+  lease_token   uuid not null default gen_random_uuid(),
   endpoint      text,
   status_code   integer,
   error_kind    text,
@@ -43,7 +45,7 @@ create table :"schema".webhook_attempts (
   aborted       boolean not null default false,
   created_at    timestamptz not null default now()
 );
-create index webhook_attempts_job_idx on :"schema".webhook_attempts (job_id, attempt);
+create unique index webhook_attempts_claim_idx on :"schema".webhook_attempts (job_id, lease_token);
 
 create table :"schema".events (
   id              uuid primary key default gen_random_uuid(),

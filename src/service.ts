@@ -49,6 +49,7 @@ export class Service {
   private readonly agent: Dispatcher;
   private readonly ownsAgent: boolean;
   private stopping: Promise<void> | null = null;
+  private stoppingWork: Promise<void> | null = null;
 
   private constructor(opts: ServiceOptions, db: Database) {
     this.config = opts.config;
@@ -164,11 +165,20 @@ export class Service {
   }
 
   /** Stop claiming, let in-flight work finish within the grace, hand back the rest, close the database. */
+  /**
+   * Stop all background work at once: claiming stops at the first moment, so the whole of
+   * `shutdown_grace` goes to in-flight deliveries. The database stays open (for HTTP requests
+   * still finishing) until stop().
+   */
+  async stopWork(): Promise<void> {
+    this.stoppingWork ??= Promise.all([this.dispatcher?.stop(), this.scheduler.stop(), this.workers?.stop()]).then(() => undefined);
+    return this.stoppingWork;
+  }
+
+  /** stopWork(), then close the delivery agent and the database (stopping an embedded server we started). */
   async stop(): Promise<void> {
     this.stopping ??= (async () => {
-      await this.dispatcher?.stop();
-      await this.scheduler.stop();
-      await this.workers?.stop();
+      await this.stopWork();
       if (this.ownsAgent) await (this.agent as { close?: () => Promise<void> }).close?.();
       await this.db.close();
     })();

@@ -67,8 +67,9 @@ function readRunning(pgDir: string): { pid: number; port: number } | null {
   if (!Number.isInteger(pid) || !Number.isInteger(port) || pid <= 0 || port <= 0) return null;
   try {
     process.kill(pid, 0);
-  } catch {
-    return null;
+  } catch (err) {
+    // EPERM: it runs, as another user (a root-started server seen by a non-root command).
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return null;
   }
   return { pid, port };
 }

@@ -13,6 +13,9 @@ export function createPool(opts: { url: string; size: number; schema: string; lo
     options: `-c search_path=${opts.schema}`,
     application_name: opts.applicationName ?? 'acw-webhooks',
     idleTimeoutMillis: 30_000,
+    // Fail fast instead of hanging when the server is unreachable; the callers retry.
+    connectionTimeoutMillis: 10_000,
+    keepAlive: true,
   });
   // An idle client that loses its connection must not crash the process; the next query reconnects.
   pool.on('error', (err) => opts.log?.warn({ event: 'db.pool_error', err: err.message }, 'idle database connection failed'));

@@ -73,9 +73,21 @@ async function notifyOne(client: pg.ClientBase, input: NotifyInput, principal: s
   return { status: 202, body: result! };
 }
 
+/** Deadlock and serialization failures are the database asking for the transaction again. */
+async function retryingTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await withTransaction(pool, fn);
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (attempt >= 3 || (code !== '40P01' && code !== '40001')) throw err;
+    }
+  }
+}
+
 /** The service's own notify (HTTP route, CLI): insert and dispatch at once, in one transaction. */
 export async function notifyNow(pool: pg.Pool, input: NotifyInput, principal: string, ctx: DispatchContext): Promise<NotifyAnswer> {
-  return withTransaction(pool, (client) => notifyOne(client, input, principal, ctx, ''));
+  return retryingTransaction(pool, (client) => notifyOne(client, input, principal, ctx, ''));
 }
 
 /** All or nothing: every event of the batch, or none of them. */
@@ -85,9 +97,11 @@ export async function notifyBatchNow(
   principal: string,
   ctx: DispatchContext,
 ): Promise<NotifyAnswer[]> {
-  return withTransaction(pool, async (client) => {
-    const out: NotifyAnswer[] = [];
-    for (const [i, input] of inputs.entries()) out.push(await notifyOne(client, input, principal, ctx, `events[${i}].`));
+  // Keys are taken in one order by every batch, so two batches sharing keys cannot deadlock.
+  const order = [...inputs.keys()].toSorted((a, b) => (inputs[a]!.idempotency_key ?? '').localeCompare(inputs[b]!.idempotency_key ?? ''));
+  return retryingTransaction(pool, async (client) => {
+    const out: NotifyAnswer[] = new Array<NotifyAnswer>(inputs.length);
+    for (const i of order) out[i] = await notifyOne(client, inputs[i]!, principal, ctx, `events[${i}].`);
     return out;
   });
 }

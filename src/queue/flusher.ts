@@ -32,6 +32,10 @@ export class Flusher {
     },
   ) {}
 
+  get pending(): number {
+    return this.queue.length;
+  }
+
   get idle(): boolean {
     return this.queue.length === 0 && this.flushing === null;
   }

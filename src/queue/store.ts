@@ -148,6 +148,7 @@ function attemptArrays(items: ReadonlyArray<{ held: Held; attempt?: AttemptRecor
   return {
     values: [
       rows.map((r) => r.held.id),
+      rows.map((r) => r.held.leaseToken),
       a.map((x) => x.attempt),
       a.map((x) => x.endpoint),
       a.map((x) => x.statusCode),
@@ -158,12 +159,13 @@ function attemptArrays(items: ReadonlyArray<{ held: Held; attempt?: AttemptRecor
       a.map((x) => x.aborted === true),
     ],
     cte: (n) => `, att as (
-      insert into webhook_attempts (job_id, attempt, endpoint, status_code, error_kind, error, duration_ms, response_body, aborted, lease_lost)
-      select a.job_id, a.attempt, a.endpoint, a.status_code, a.error_kind, a.error, a.duration_ms, a.response_body, a.aborted, upd.id is null
-      from unnest($${n}::uuid[], $${n + 1}::int[], $${n + 2}::text[], $${n + 3}::int[], $${n + 4}::text[], $${n + 5}::text[],
-                  $${n + 6}::int[], $${n + 7}::text[], $${n + 8}::boolean[])
-        as a(job_id, attempt, endpoint, status_code, error_kind, error, duration_ms, response_body, aborted)
-      left join upd on upd.id = a.job_id)`,
+      insert into webhook_attempts (job_id, lease_token, attempt, endpoint, status_code, error_kind, error, duration_ms, response_body, aborted, lease_lost)
+      select a.job_id, a.lease_token, a.attempt, a.endpoint, a.status_code, a.error_kind, a.error, a.duration_ms, a.response_body, a.aborted, upd.id is null
+      from unnest($${n}::uuid[], $${n + 1}::uuid[], $${n + 2}::int[], $${n + 3}::text[], $${n + 4}::int[], $${n + 5}::text[], $${n + 6}::text[],
+                  $${n + 7}::int[], $${n + 8}::text[], $${n + 9}::boolean[])
+        as a(job_id, lease_token, attempt, endpoint, status_code, error_kind, error, duration_ms, response_body, aborted)
+      left join upd on upd.id = a.job_id
+      on conflict (job_id, lease_token) do nothing)`,
   };
 }
 
@@ -199,7 +201,8 @@ export interface FailItem {
   attempt?: AttemptRecord | undefined;
 }
 
-interface FailRow {
+/** A job row as written back by a transition that may end in dead (fail, reaper). */
+export interface TransitionRow {
   id: string;
   status: string;
   type: string;
@@ -209,6 +212,9 @@ interface FailRow {
   last_error: string | null;
   event_id: string | null;
   endpoint: string | null;
+}
+
+interface FailRow extends TransitionRow {
   run_at: Date;
 }
 
@@ -260,10 +266,7 @@ export async function failJobs(pool: pg.Pool, items: readonly FailItem[], onDead
   });
 }
 
-export function toDead(
-  r: Pick<FailRow, 'id' | 'type' | 'payload' | 'attempts' | 'max_attempts' | 'last_error' | 'event_id' | 'endpoint'>,
-  reason: DeadReason,
-): DeadJob {
+export function toDead(r: TransitionRow, reason: DeadReason): DeadJob {
   return {
     id: r.id,
     type: r.type,

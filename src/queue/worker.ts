@@ -70,8 +70,13 @@ export class WorkerPool {
   private wakeResolve: (() => void) | null = null;
   private wakePending = false;
   private lastClaimFull = true;
+  /** Counts "new work may exist" signals, so one that lands while a claim runs is not lost. */
+  private freshGen = 0;
+  private dueAt = Infinity;
   private dueTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
+  private renewing = false;
+  private stopped = false;
   private loopDone: Promise<void> = Promise.resolve();
   private idle: Array<() => void> = [];
 
@@ -114,11 +119,16 @@ export class WorkerPool {
 
   /** Wake the claim loop; `fresh` says new work may exist (a NOTIFY, a timer, a poll). */
   wake(fresh = false): void {
-    if (fresh) this.lastClaimFull = true;
+    if (fresh) this.markFresh();
     this.wakePending = true;
     const r = this.wakeResolve;
     this.wakeResolve = null;
     r?.();
+  }
+
+  private markFresh(): void {
+    this.lastClaimFull = true;
+    this.freshGen++;
   }
 
   private waitForWake(ms: number): Promise<void> {
@@ -129,7 +139,7 @@ export class WorkerPool {
     return new Promise((resolve) => {
       const t = setTimeout(() => {
         this.wakeResolve = null;
-        this.lastClaimFull = true;
+        this.markFresh();
         resolve();
       }, ms);
       this.wakeResolve = () => {
@@ -157,6 +167,7 @@ export class WorkerPool {
         continue;
       }
       this.wakePending = false;
+      const gen = this.freshGen;
       let jobs: ClaimedJob[];
       try {
         jobs = await claimJobs(this.opts.pool, {
@@ -181,7 +192,8 @@ export class WorkerPool {
         break;
       }
       for (const job of jobs) this.run(job);
-      if (jobs.length < free) {
+      // A short claim means the queue is drained for us, unless new work was signalled meanwhile.
+      if (jobs.length < free && this.freshGen === gen) {
         this.lastClaimFull = false;
         try {
           const due = await nextDueIn(this.opts.pool);
@@ -193,13 +205,18 @@ export class WorkerPool {
     }
   }
 
+  /** Wake when the next job falls due; an earlier deadline replaces a later one, never the reverse. */
   private armDueTimer(ms: number): void {
     if (this.stopping || ms > this.opts.pollMs) return;
+    const at = Date.now() + Math.max(0, ms) + 5;
+    if (this.dueTimer && at >= this.dueAt) return;
     if (this.dueTimer) clearTimeout(this.dueTimer);
+    this.dueAt = at;
     this.dueTimer = setTimeout(() => {
       this.dueTimer = null;
+      this.dueAt = Infinity;
       this.wake(true);
-    }, Math.max(0, ms) + 5);
+    }, at - Date.now());
   }
 
   private run(job: ClaimedJob): void {
@@ -230,15 +247,16 @@ export class WorkerPool {
       else this.perEndpoint.set(job.endpoint, n);
       // A capped endpoint got a slot back: there may be work the last claim skipped.
       const limit = this.opts.endpointLimits?.().get(job.endpoint);
-      if (limit !== undefined && n + 1 >= limit) this.lastClaimFull = true;
+      if (limit !== undefined && n + 1 >= limit) this.markFresh();
     }
     let out = outcome;
-    if (entry.shutdownAborted && out.kind !== 'complete') {
-      // Cut short by the shutdown: hand it back without spending the attempt.
+    if ((entry.shutdownAborted || entry.leaseLost) && out.kind !== 'complete') {
+      // Cut short by us (shutdown, or a lease we could no longer prove): hand it back without
+      // spending the attempt. If another worker really holds it now, the guarded write is a no-op.
       out = {
         kind: 'release',
         delayMs: 0,
-        error: 'shutdown before the attempt finished',
+        error: entry.shutdownAborted ? 'shutdown before the attempt finished' : 'lease lost before the attempt finished',
         ...(out.attempt ? { attempt: { ...out.attempt, aborted: true } } : {}),
       };
     }
@@ -258,38 +276,63 @@ export class WorkerPool {
   }
 
   private scheduleHeartbeat(ms: number): void {
-    if (this.stopping && this.running.size === 0 && this.flusher.idle) return;
-    this.heartbeatTimer = setTimeout(() => void this.heartbeat(), ms);
+    if (this.stopped || (this.stopping && this.running.size === 0 && this.flusher.idle)) return;
+    this.heartbeatTimer = setTimeout(() => this.heartbeat(), ms);
     this.heartbeatTimer.unref();
   }
 
-  private async heartbeat(): Promise<void> {
-    const held = [...this.running.values()].filter((r) => !r.leaseLost);
+  /** Leases past their last database-issued expiry (minus a margin) count as lost. */
+  private judgeExpiries(why: string): void {
+    const margin = Math.min(1_000, this.opts.leaseMs / 10);
+    const now = Date.now();
+    for (const r of this.running.values()) {
+      if (!r.leaseLost && r.expiresAt - margin <= now) this.loseLease(r, why);
+    }
+  }
+
+  /**
+   * Every tick, renew every lease in one statement. While a renewal fails or hangs (a dead
+   * connection), leases are judged by their last database-issued expiry instead: a short blip
+   * loses nothing, a long one cannot keep a lost lease alive.
+   */
+  private heartbeat(): void {
     const interval = this.heartbeatInterval();
+    if (this.renewing) {
+      this.judgeExpiries('lease expired while its renewal hung');
+      this.scheduleHeartbeat(interval);
+      return;
+    }
+    const held = [...this.running.values()].filter((r) => !r.leaseLost);
     if (held.length === 0) {
       this.scheduleHeartbeat(interval);
       return;
     }
-    try {
-      const renewed = await renewLeases(
-        this.opts.pool,
-        held.map((r) => ({ id: r.job.id, leaseToken: r.job.leaseToken })),
-        this.opts.leaseMs,
-      );
-      for (const r of held) {
-        const exp = renewed.get(r.job.id);
-        if (exp === undefined) this.loseLease(r, 'lease renewal updated no row');
-        else r.expiresAt = exp;
-      }
-      this.scheduleHeartbeat(interval);
-    } catch (err) {
-      // A blip is not a lost lease: the lease stands until its database-issued expiry.
-      const margin = Math.min(1_000, this.opts.leaseMs / 10);
-      const now = Date.now();
-      for (const r of held) if (r.expiresAt - margin <= now) this.loseLease(r, 'lease expired while the database was unreachable');
-      this.log.warn({ event: 'job.heartbeat_error', err: coerceError(err).message }, 'lease renewal failed; retrying');
-      this.scheduleHeartbeat(Math.min(interval, 1_000));
-    }
+    this.renewing = true;
+    renewLeases(
+      this.opts.pool,
+      held.map((r) => ({ id: r.job.id, leaseToken: r.job.leaseToken })),
+      this.opts.leaseMs,
+    ).then(
+      (renewed) => {
+        this.renewing = false;
+        for (const r of held) {
+          // Finished while the renewal was under way: its outcome write settles it, not this.
+          if (this.running.get(r.job.id) !== r) continue;
+          const exp = renewed.get(r.job.id);
+          if (exp === undefined) this.loseLease(r, 'lease renewal updated no row');
+          else r.expiresAt = exp;
+        }
+      },
+      (err: unknown) => {
+        // A blip is not a lost lease: the lease stands until its database-issued expiry.
+        this.renewing = false;
+        this.judgeExpiries('lease expired while the database was unreachable');
+        this.log.warn({ event: 'job.heartbeat_error', err: coerceError(err).message }, 'lease renewal failed; retrying');
+        if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
+        this.scheduleHeartbeat(Math.min(interval, 1_000));
+      },
+    );
+    this.scheduleHeartbeat(interval);
   }
 
   private loseLease(r: Running, why: string): void {
@@ -333,7 +376,10 @@ export class WorkerPool {
         for (const r of this.running.values()) this.finish(r, { kind: 'release', delayMs: 0, error: 'shutdown' });
       }
     }
-    await this.flusher.drain();
+    // Bounded: with the database gone, the outcomes stay running and the reaper hands them back.
+    const drained = await Promise.race([this.flusher.drain().then(() => true), new Promise<boolean>((r) => setTimeout(r, 10_000, false))]);
+    if (!drained) this.log.warn({ event: 'job.write_error', jobs: this.flusher.pending }, 'could not write every outcome before stopping');
+    this.stopped = true;
     if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
   }
 }

@@ -6,6 +6,8 @@ export interface PurgeOptions {
   completedRetentionMs: number;
   deadRetentionMs: number;
   batchSize: number;
+  /** Checked between batches: a shutdown does not wait for a long purge. */
+  signal?: AbortSignal;
 }
 
 export interface PurgeCounts {
@@ -19,7 +21,7 @@ export interface PurgeCounts {
 const MIN_EVENT_RETENTION_MS = 24 * 3600_000;
 
 /** Delete finished jobs (with their attempt rows) matching `where`, in bounded batches. */
-async function purgeJobs(pool: pg.Pool, where: string, retentionMs: number, batch: number): Promise<number> {
+async function purgeJobs(pool: pg.Pool, where: string, retentionMs: number, batch: number, signal?: AbortSignal): Promise<number> {
   let total = 0;
   for (;;) {
     const res = await pool.query<{ n: number }>(
@@ -32,17 +34,17 @@ async function purgeJobs(pool: pg.Pool, where: string, retentionMs: number, batc
     );
     const n = res.rows[0]?.n ?? 0;
     total += n;
-    if (n < batch) return total;
+    if (n < batch || signal?.aborted) return total;
   }
 }
 
-async function purgeBatched(pool: pg.Pool, sql: string, params: unknown[], batch: number): Promise<number> {
+async function purgeBatched(pool: pg.Pool, sql: string, params: unknown[], batch: number, signal?: AbortSignal): Promise<number> {
   let total = 0;
   for (;;) {
     const res = await pool.query<{ n: number }>(sql, [...params, batch]);
     const n = res.rows[0]?.n ?? 0;
     total += n;
-    if (n < batch) return total;
+    if (n < batch || signal?.aborted) return total;
   }
 }
 
@@ -53,8 +55,9 @@ async function purgeBatched(pool: pg.Pool, sql: string, params: unknown[], batch
  */
 export async function purgeOld(pool: pg.Pool, opts: PurgeOptions): Promise<PurgeCounts> {
   const b = opts.batchSize;
-  const completed = await purgeJobs(pool, `status = 'completed' and completed_at`, opts.completedRetentionMs, b);
-  const dead = await purgeJobs(pool, `status in ('dead', 'cancelled') and updated_at`, opts.deadRetentionMs, b);
+  const { signal } = opts;
+  const completed = await purgeJobs(pool, `status = 'completed' and completed_at`, opts.completedRetentionMs, b, signal);
+  const dead = await purgeJobs(pool, `status in ('dead', 'cancelled') and updated_at`, opts.deadRetentionMs, b, signal);
   const events = await purgeBatched(
     pool,
     `with victims as (
@@ -66,6 +69,7 @@ export async function purgeOld(pool: pg.Pool, opts: PurgeOptions): Promise<Purge
      select count(*)::int as n from del`,
     [Math.max(opts.completedRetentionMs, MIN_EVENT_RETENTION_MS)],
     b,
+    signal,
   );
   const notifications = await purgeBatched(
     pool,
@@ -76,6 +80,7 @@ export async function purgeOld(pool: pg.Pool, opts: PurgeOptions): Promise<Purge
      select count(*)::int as n from del`,
     [opts.deadRetentionMs],
     b,
+    signal,
   );
   return { completed, dead, events, notifications };
 }
@@ -85,8 +90,8 @@ export function jobPurge(opts: PurgeOptions & { intervalMs: number }): PeriodicR
     name: 'job_purge',
     intervalMs: opts.intervalMs,
     cluster: true,
-    run: async ({ pool, log }: { pool: pg.Pool; log: Logger }) => {
-      const counts = await purgeOld(pool, opts);
+    run: async ({ pool, log, signal }: { pool: pg.Pool; log: Logger; signal: AbortSignal }) => {
+      const counts = await purgeOld(pool, { ...opts, signal });
       log.info({ event: 'job.purged', ...counts }, 'purged rows past retention');
     },
   };

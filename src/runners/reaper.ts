@@ -1,22 +1,14 @@
 import type pg from 'pg';
 import { withTransaction } from '../db/pool.js';
 import type { Logger } from '../log.js';
-import { toDead } from '../queue/store.js';
+import { toDead, type TransitionRow } from '../queue/store.js';
 import type { DeadHook } from '../queue/types.js';
 import type { PeriodicRunner } from './scheduler.js';
 
 const BATCH = 1000;
 
-export interface ReapedRow {
-  id: string;
+export interface ReapedRow extends TransitionRow {
   status: 'pending' | 'dead';
-  type: string;
-  payload: unknown;
-  attempts: number;
-  max_attempts: number;
-  last_error: string | null;
-  event_id: string | null;
-  endpoint: string | null;
   locked_by: string | null;
 }
 

@@ -52,6 +52,7 @@ export async function sendWebhook(opts: SendOptions): Promise<SendResult> {
 
   let status: number | undefined;
   let responseBody = '';
+  const chunks: Buffer[] = [];
   try {
     const res = await request(opts.url, {
       dispatcher: opts.dispatcher,
@@ -66,9 +67,14 @@ export async function sendWebhook(opts: SendOptions): Promise<SendResult> {
       bodyTimeout: opts.timeoutMs,
     });
     status = res.statusCode;
-    responseBody = await readPrefix(res.body, RESPONSE_BODY_LIMIT);
+    responseBody = await readPrefix(res.body, RESPONSE_BODY_LIMIT, chunks);
     return { outcome: classifyResponse(res.statusCode, res.headers), durationMs: elapsed(), responseBody };
   } catch (err) {
+    responseBody = bodyText(chunks);
+    // A 2xx status means the receiver took it: a body that stalls or breaks afterwards changes nothing.
+    if (status !== undefined && status >= 200 && status < 300) {
+      return { outcome: { kind: 'delivered', status }, durationMs: elapsed(), responseBody };
+    }
     let outcome: AttemptOutcome;
     // The controller's state says which abort happened; undici may surface either reason or its own error.
     if (controller.signal.aborted && !timedOut) outcome = abortedOutcome(caller?.reason);
@@ -88,8 +94,7 @@ function abortedOutcome(reason: unknown): AttemptOutcome {
 }
 
 /** Reads up to `limit` bytes, then destroys the stream so a huge body is never waited for. */
-async function readPrefix(body: Dispatcher.ResponseData['body'], limit: number): Promise<string> {
-  const chunks: Buffer[] = [];
+async function readPrefix(body: Dispatcher.ResponseData['body'], limit: number, chunks: Buffer[]): Promise<string> {
   let size = 0;
   // Leaving the loop early (break) destroys the body, which closes that connection.
   for await (const chunk of body as AsyncIterable<Buffer>) {
@@ -99,7 +104,11 @@ async function readPrefix(body: Dispatcher.ResponseData['body'], limit: number):
     if (size >= limit) break;
   }
   if (!body.destroyed && !body.readableEnded) body.destroy();
-  return Buffer.concat(chunks, size).toString('utf8').replaceAll('\u0000', '');
+  return bodyText(chunks);
+}
+
+function bodyText(chunks: Buffer[]): string {
+  return Buffer.concat(chunks).toString('utf8').replaceAll('\u0000', '');
 }
 
 export interface DeliveryAgentOptions {

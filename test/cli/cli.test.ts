@@ -173,7 +173,8 @@ describe('serve and worker processes', () => {
   it('with no database URL, serve starts embedded PostgreSQL and other commands attach to it', async () => {
     const dataDir = join(dir, 'data');
     const cfg = writeConfig('embedded.yaml', `database: { data_dir: "${dataDir}" }\nserver: { listen: "127.0.0.1:0" }\n`);
-    const p = startProc(process.execPath, [BIN, 'serve', '-c', cfg]);
+    // An empty DATABASE_URL counts as unset, even when the suite runs against an external server.
+    const p = startProc(process.execPath, [BIN, 'serve', '-c', cfg], { DATABASE_URL: '' });
     procs.push(p);
     await p.waitForLine(/service\.listening/, 60_000);
     expect(existsSync(join(dataDir, 'pg', 'postmaster.pid'))).toBe(true);

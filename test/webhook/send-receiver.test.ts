@@ -55,11 +55,19 @@ describe('sendWebhook against a real receiver', () => {
     expect(res.durationMs).toBeLessThan(1_300);
   });
 
-  it('times out a receiver that sends headers but never finishes the body, keeping the status', async () => {
+  it('a 2xx whose body then stalls is delivered (the receiver took it), within the timeout, keeping what was read', async () => {
     receiver.setResponder(() => ({ status: 200, hangAfterHeaders: true, body: 'partial' }));
     const started = Date.now();
     const res = await send({ timeoutMs: 300 });
-    expect(res.outcome).toMatchObject({ kind: 'retry', errorKind: 'timeout', status: 200 });
+    expect(res.outcome).toEqual({ kind: 'delivered', status: 200 });
+    expect(Date.now() - started).toBeLessThan(1_300);
+  });
+
+  it('a 5xx whose body stalls times out as a retry, keeping the status', async () => {
+    receiver.setResponder(() => ({ status: 503, hangAfterHeaders: true, body: 'partial' }));
+    const started = Date.now();
+    const res = await send({ timeoutMs: 300 });
+    expect(res.outcome).toMatchObject({ kind: 'retry', errorKind: 'timeout', status: 503 });
     expect(Date.now() - started).toBeLessThan(1_300);
   });
 

@@ -38,8 +38,8 @@ async function run(mode: 'serve' | 'worker', o: ServeOptions): Promise<void> {
     process.once('SIGTERM', () => resolve('SIGTERM'));
   });
   log.info({ event: 'service.stopping', signal }, 'shutting down');
-  // Stop taking requests first, then hand back in-flight jobs, then close the database.
-  await app.close();
+  // Stop taking requests and stop claiming at once; the database closes after both.
+  await Promise.all([app.close(), svc.stopWork()]);
   await svc.stop();
   log.info({ event: 'service.stopped' }, 'stopped');
   log.flush();
