@@ -74,6 +74,15 @@ describe('queue store', () => {
     expect((await completeJobs(db.pool, [{ held: b!, attempt: { ...att, attempt: 2 } }])).has(b!.id)).toBe(true);
   });
 
+  it('writing the same outcome twice (a retried write) adds no second attempt row', async () => {
+    await enqueueJobs(db.pool, [job(1)], CH);
+    const [a] = await claimJobs(db.pool, { workerId: 'w', limit: 1, leaseMs: 30_000 });
+    const att = { attempt: 1, endpoint: 'default', statusCode: 200, errorKind: null, error: null, durationMs: 3, responseBody: '' };
+    expect((await completeJobs(db.pool, [{ held: a!, attempt: att }])).size).toBe(1);
+    expect((await completeJobs(db.pool, [{ held: a!, attempt: att }])).size).toBe(0);
+    expect((await db.pool.query('select attempt, lease_lost from webhook_attempts')).rows).toEqual([{ attempt: 1, lease_lost: false }]);
+  });
+
   it('fail schedules the retry after the given delay, then dead at max_attempts with the hook fired once', async () => {
     await enqueueJobs(db.pool, [job(1, { maxAttempts: 2 })], CH);
     const dead: DeadJob[] = [];
