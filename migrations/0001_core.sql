@@ -24,6 +24,10 @@ create table :"schema".jobs (
 );
 -- The claim reads only this partial index: its cost stays flat however many finished rows pile up.
 create index jobs_due_idx on :"schema".jobs (run_at, id) where status = 'pending';
+-- Webhook claims read each endpoint's own range, so an endpoint at its max_in_flight cap is skipped
+-- without walking its backlog; jobs with no endpoint (an application's own types) have theirs.
+create index jobs_due_endpoint_idx on :"schema".jobs (endpoint, run_at, id) where status = 'pending';
+create index jobs_due_unkeyed_idx on :"schema".jobs (run_at, id) where status = 'pending' and endpoint is null;
 create index jobs_lease_idx on :"schema".jobs (lease_expires_at) where status = 'running';
 create index jobs_completed_idx on :"schema".jobs (completed_at) where status = 'completed';
 create index jobs_finished_idx on :"schema".jobs (updated_at) where status in ('dead', 'cancelled');

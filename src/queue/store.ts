@@ -28,55 +28,68 @@ export interface ClaimOptions {
   limit: number;
   leaseMs: number;
   types?: readonly string[];
-  /** Per-endpoint free slots; an endpoint not listed is unlimited, one at 0 is skipped. */
+  /**
+   * Per-endpoint free slots. When given, only these endpoints (and, with `unkeyed`, jobs with no
+   * endpoint) are claimed; an endpoint at 0 is skipped without reading its backlog.
+   */
   slots?: ReadonlyMap<string, number>;
+  /** With `slots`: also claim jobs that have no endpoint (default true). */
+  unkeyed?: boolean;
 }
 
 const RETURNING = `j.id, j.type, j.payload, j.attempts, j.max_attempts, j.lease_token, j.lease_expires_at,
   j.event_id, j.endpoint, j.created_at, j.parked_since, now() as db_now`;
 
-const DUE = `select id, endpoint, run_at from jobs
-  where status = 'pending' and run_at <= now()
-    and ($4::text[] is null or type = any($4::text[]))
-    and coalesce(endpoint, '') <> all($5::text[])
-  order by run_at, id
-  limit $3
-  for update skip locked`;
-
 const SET_RUNNING = `status = 'running', locked_by = $1, lease_token = gen_random_uuid(),
   lease_expires_at = now() + $2 * interval '1 millisecond', attempts = j.attempts + 1, updated_at = now()`;
 
-const CLAIM_SQL = `with due as (${DUE})
-update jobs j set ${SET_RUNNING} from due where j.id = due.id returning ${RETURNING}`;
+/** Any due job of the given types, oldest first, from the `(run_at, id)` index of pending jobs. */
+const CLAIM_SQL = `with due as (
+    select id from jobs
+    where status = 'pending' and run_at <= now() and ($4::text[] is null or type = any($4::text[]))
+    order by run_at, id limit $3 for update skip locked)
+  update jobs j set ${SET_RUNNING} from due where j.id = due.id returning ${RETURNING}`;
 
-// With per-endpoint slots, rank the locked candidates per endpoint and keep what fits; the rest
-// are unlocked again when the statement ends.
-const CLAIM_SLOTS_SQL = `with due as (${DUE}),
-ranked as (select id, endpoint, row_number() over (partition by endpoint order by run_at, id) as rn from due),
-chosen as (
-  select r.id from ranked r left join unnest($6::text[], $7::int[]) s(ep, n) on s.ep = r.endpoint
-  where s.n is null or r.rn <= s.n)
-update jobs j set ${SET_RUNNING} from chosen where j.id = chosen.id returning ${RETURNING}`;
+/**
+ * Per-endpoint slots: each endpoint with free slots is read from its own range of the
+ * `(endpoint, run_at, id)` index, at most its free slots, so a capped endpoint's backlog is never
+ * walked; jobs without an endpoint come from their own partial index. The oldest of those
+ * candidates win; the rest are unlocked again when the statement ends.
+ */
+const CLAIM_SLOTS_SQL = `with eps as (select ep, n from unnest($5::text[], $6::int[]) s(ep, n) where n > 0),
+  by_endpoint as (
+    select d.id, d.run_at from eps cross join lateral (
+      select id, run_at from jobs
+      where status = 'pending' and endpoint = eps.ep and run_at <= now() and ($4::text[] is null or type = any($4::text[]))
+      order by run_at, id limit least(eps.n, $3) for update skip locked) d),
+  unkeyed as (
+    select id, run_at from jobs
+    where $7 and status = 'pending' and endpoint is null and run_at <= now() and ($4::text[] is null or type = any($4::text[]))
+    order by run_at, id limit $3 for update skip locked),
+  chosen as (select id from (select * from by_endpoint union all select * from unkeyed) c order by run_at, id limit $3)
+  update jobs j set ${SET_RUNNING} from chosen where j.id = chosen.id returning ${RETURNING}`;
 
 export async function claimJobs(db: Queryable, opts: ClaimOptions): Promise<ClaimedJob[]> {
-  const capped: string[] = [];
-  const eps: string[] = [];
-  const slots: number[] = [];
-  for (const [ep, n] of opts.slots ?? []) {
-    if (n <= 0) capped.push(ep);
-    else {
-      eps.push(ep);
-      slots.push(n);
-    }
-  }
-  const params: unknown[] = [opts.workerId, opts.leaseMs, opts.limit, opts.types ?? null, capped];
-  const limited = eps.length > 0;
-  if (limited) params.push(eps, slots);
-  const res = await db.query<ClaimRow>({
-    name: limited ? 'acw_claim_slots' : 'acw_claim',
-    text: limited ? CLAIM_SLOTS_SQL : CLAIM_SQL,
-    values: params,
-  });
+  const slots = opts.slots;
+  const res = slots
+    ? await db.query<ClaimRow>({
+        name: 'acw_claim_slots',
+        text: CLAIM_SLOTS_SQL,
+        values: [
+          opts.workerId,
+          opts.leaseMs,
+          opts.limit,
+          opts.types ?? null,
+          [...slots.keys()],
+          [...slots.values()],
+          opts.unkeyed ?? true,
+        ],
+      })
+    : await db.query<ClaimRow>({
+        name: 'acw_claim',
+        text: CLAIM_SQL,
+        values: [opts.workerId, opts.leaseMs, opts.limit, opts.types ?? null],
+      });
   const localNow = Date.now();
   return res.rows.map((r) => toClaimed(r, localNow));
 }
@@ -250,14 +263,15 @@ export async function failJobs(pool: pg.Pool, items: readonly FailItem[], onDead
     items.map((i) => Math.max(0, Math.round(i.delayMs))),
     ...(att?.values ?? []),
   ];
-  const reasons = new Map(items.map((i) => [i.held.id, i.reason]));
+  // A job sent to dead on purpose keeps its reason; one that ran out of attempts says so.
+  const reasons = new Map(items.map((i) => [i.held.id, i.dead ? i.reason : ('max_attempts' as const)]));
   return withTransaction(pool, async (client) => {
     const res = await client.query<FailRow>({ name: att ? 'acw_fail_att' : 'acw_fail', text, values });
     const dead = res.rows.filter((r) => r.status === 'dead');
     if (dead.length > 0 && onDead) {
       await onDead(
         client,
-        dead.map((r) => toDead(r, r.attempts >= r.max_attempts && reasons.get(r.id) !== 'permanent' ? 'max_attempts' : (reasons.get(r.id) ?? 'permanent'))),
+        dead.map((r) => toDead(r, reasons.get(r.id) ?? 'max_attempts')),
       );
     }
     return {
@@ -328,6 +342,23 @@ export async function renewLeases(db: Queryable, held: readonly Held[], leaseMs:
   });
   const localNow = Date.now();
   return new Map(res.rows.map((r) => [r.id, r.lease_expires_at.getTime() - (r.db_now.getTime() - localNow)]));
+}
+
+/**
+ * The endpoints that have pending jobs, by a loose index scan (one probe per endpoint): how a
+ * worker finds jobs for endpoints missing from its config (a rolling deploy) without a table scan.
+ */
+export async function pendingEndpoints(db: Queryable): Promise<string[]> {
+  const res = await db.query<{ endpoint: string }>({
+    name: 'acw_pending_endpoints',
+    text: `with recursive e as (
+        (select endpoint from jobs where status = 'pending' and endpoint is not null order by endpoint limit 1)
+        union all
+        select (select endpoint from jobs where status = 'pending' and endpoint > e.endpoint order by endpoint limit 1)
+        from e where e.endpoint is not null)
+      select endpoint from e where endpoint is not null`,
+  });
+  return res.rows.map((r) => r.endpoint);
 }
 
 /** When the next pending job falls due (ms from now), read from the first entry of the due index. */

@@ -6,7 +6,7 @@ import { Listener } from '../db/listener.js';
 import { silentLogger, type Logger } from '../log.js';
 import { backoffDelay, type RetryPolicy } from './backoff.js';
 import { Flusher, type Finished } from './flusher.js';
-import { claimJobs, nextDueIn, releaseJobs, renewLeases } from './store.js';
+import { claimJobs, nextDueIn, pendingEndpoints, releaseJobs, renewLeases } from './store.js';
 import type { ClaimedJob, DeadHook, JobOutcome } from './types.js';
 
 export interface JobContext {
@@ -73,6 +73,8 @@ export class WorkerPool {
   /** Counts "new work may exist" signals, so one that lands while a claim runs is not lost. */
   private freshGen = 0;
   private dueAt = Infinity;
+  private unknownEndpoints: string[] = [];
+  private discoveredAt = -Infinity;
   private dueTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private renewing = false;
@@ -150,11 +152,24 @@ export class WorkerPool {
     });
   }
 
-  private slots(): Map<string, number> | undefined {
+  /**
+   * Free slots per endpoint for the next claim: the configured caps, plus (uncapped) endpoints
+   * that have pending jobs but are not configured here, found at most once per poll interval.
+   */
+  private async slots(): Promise<Map<string, number> | undefined> {
     const limits = this.opts.endpointLimits?.();
-    if (!limits || limits.size === 0) return undefined;
+    if (!limits) return undefined;
+    if (Date.now() - this.discoveredAt >= this.opts.pollMs) {
+      this.discoveredAt = Date.now();
+      try {
+        this.unknownEndpoints = (await pendingEndpoints(this.opts.pool)).filter((e) => !limits.has(e));
+      } catch {
+        // Keep the last list; the next claim or poll tries again.
+      }
+    }
     const out = new Map<string, number>();
     for (const [ep, max] of limits) out.set(ep, max - (this.perEndpoint.get(ep) ?? 0));
+    for (const ep of this.unknownEndpoints) out.set(ep, this.opts.concurrency);
     return out;
   }
 
@@ -175,7 +190,7 @@ export class WorkerPool {
           limit: free,
           leaseMs: this.opts.leaseMs,
           types: Object.keys(this.opts.handlers),
-          slots: this.slots(),
+          slots: await this.slots(),
         });
         errorDelay = 100;
       } catch (err) {

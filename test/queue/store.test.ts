@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { backoffDelay } from '../../src/queue/backoff.js';
-import { claimJobs, completeJobs, enqueueJobs, failJobs, releaseJobs, renewLeases } from '../../src/queue/store.js';
+import { claimJobs, completeJobs, enqueueJobs, failJobs, pendingEndpoints, releaseJobs, renewLeases } from '../../src/queue/store.js';
 import { reapExpiredJobs } from '../../src/runners/reaper.js';
 import type { DeadJob } from '../../src/queue/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
@@ -154,14 +154,20 @@ describe('queue store', () => {
     expect(events('job.reaped')).toHaveLength(2);
   });
 
-  it('per-endpoint slots: a capped endpoint is skipped and the rest fill the batch', async () => {
+  it('per-endpoint slots: each endpoint gets at most its free slots, a capped one none, and pendingEndpoints finds them all', async () => {
     await enqueueJobs(db.pool, [...Array.from({ length: 5 }, (_, i) => job(i, { endpoint: 'slow' })), ...Array.from({ length: 5 }, (_, i) => job(10 + i, { endpoint: 'fast' }))], CH);
-    const got = await claimJobs(db.pool, { workerId: 'w', limit: 10, leaseMs: 30_000, slots: new Map([['slow', 2]]) });
+    await enqueueJobs(db.pool, [job(99)], CH);
+    expect((await pendingEndpoints(db.pool)).toSorted()).toEqual(['fast', 'slow']);
+    const got = await claimJobs(db.pool, { workerId: 'w', limit: 10, leaseMs: 30_000, slots: new Map([['slow', 2], ['fast', 10]]), unkeyed: false });
     expect(got.filter((j) => j.endpoint === 'slow')).toHaveLength(2);
     expect(got.filter((j) => j.endpoint === 'fast')).toHaveLength(5);
-    const none = await claimJobs(db.pool, { workerId: 'w', limit: 10, leaseMs: 30_000, slots: new Map([['slow', 0]]) });
+    expect(got.filter((j) => j.endpoint === null)).toHaveLength(0);
+    const none = await claimJobs(db.pool, { workerId: 'w', limit: 10, leaseMs: 30_000, slots: new Map([['slow', 0]]), unkeyed: false });
     expect(none).toEqual([]);
+    const unkeyed = await claimJobs(db.pool, { workerId: 'w', limit: 10, leaseMs: 30_000, slots: new Map([['slow', 0]]) });
+    expect(unkeyed.map((j) => (j.payload as { n: number }).n)).toEqual([99]);
   });
+
 });
 
 describe('back-off', () => {

@@ -203,7 +203,7 @@ describe('worker pool', () => {
           if (j.endpoint === 'hanging') await sleep(60_000, signal).catch(() => undefined);
         },
       },
-      { concurrency: 4, endpointLimits: () => new Map([['hanging', 2]]), shutdownGraceMs: 50 },
+      { concurrency: 4, endpointLimits: () => new Map([['hanging', 2], ['fine', 16]]), shutdownGraceMs: 50 },
     );
     await wp.start();
     await enqueueJobs(db.pool, Array.from({ length: 6 }, () => ({ type: 't', payload: {}, maxAttempts: 3, endpoint: 'hanging' })), CH);

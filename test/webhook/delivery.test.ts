@@ -245,7 +245,8 @@ describe('dispatch rules', () => {
 
   it('a job whose endpoint disappeared from the config waits without spending attempts, then goes dead after 24 h', async () => {
     rx.setResponder(() => ({ status: 503 }));
-    const first = await service();
+    // One attempt only before the redeploy: the retry is scheduled far out.
+    const first = await service({ jobs: { retry: { base: '1m', max: '1m', jitter: 0 } } });
     const id = (await send(first.svc, 'a.b')).body.job_ids[0]!;
     await waitFor(async () => (await job(id)).attempts >= 1 && (await job(id)).status === 'pending');
     await first.svc.stop();
