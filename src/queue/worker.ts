@@ -48,6 +48,15 @@ interface Running {
   expiresAt: number;
 }
 
+/** Did some endpoint get every slot it was offered (or have none), so more of its work may wait? */
+function slotsUsedUp(slots: ReadonlyMap<string, number> | undefined, jobs: readonly ClaimedJob[]): boolean {
+  if (!slots) return false;
+  const got = new Map<string, number>();
+  for (const j of jobs) if (j.endpoint !== null) got.set(j.endpoint, (got.get(j.endpoint) ?? 0) + 1);
+  for (const [ep, n] of slots) if ((got.get(ep) ?? 0) >= n) return true;
+  return false;
+}
+
 export function makeWorkerId(): string {
   return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
 }
@@ -74,6 +83,7 @@ export class WorkerPool {
   private freshGen = 0;
   private dueAt = Infinity;
   private unknownEndpoints: string[] = [];
+  private slotBound = false;
   private discoveredAt = -Infinity;
   private dueTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
@@ -184,13 +194,15 @@ export class WorkerPool {
       this.wakePending = false;
       const gen = this.freshGen;
       let jobs: ClaimedJob[];
+      let slots: Map<string, number> | undefined;
       try {
+        slots = await this.slots();
         jobs = await claimJobs(this.opts.pool, {
           workerId: this.workerId,
           limit: free,
           leaseMs: this.opts.leaseMs,
           types: Object.keys(this.opts.handlers),
-          slots: await this.slots(),
+          slots,
         });
         errorDelay = 100;
       } catch (err) {
@@ -210,6 +222,9 @@ export class WorkerPool {
       // A short claim means the queue is drained for us, unless new work was signalled meanwhile.
       if (jobs.length < free && this.freshGen === gen) {
         this.lastClaimFull = false;
+        // Short because an endpoint used up its slots (not because the queue is empty): its next
+        // finished job frees a slot, and that is the moment to claim again.
+        this.slotBound = slotsUsedUp(slots, jobs);
         try {
           const due = await nextDueIn(this.opts.pool);
           if (due !== null && due > 0) this.armDueTimer(due);
@@ -260,9 +275,11 @@ export class WorkerPool {
       const n = (this.perEndpoint.get(job.endpoint) ?? 1) - 1;
       if (n <= 0) this.perEndpoint.delete(job.endpoint);
       else this.perEndpoint.set(job.endpoint, n);
-      // A capped endpoint got a slot back: there may be work the last claim skipped.
-      const limit = this.opts.endpointLimits?.().get(job.endpoint);
-      if (limit !== undefined && n + 1 >= limit) this.markFresh();
+      // A slot came back while the last claim was held back by slots: there may be work for it.
+      if (this.slotBound) {
+        this.slotBound = false;
+        this.markFresh();
+      }
     }
     let out = outcome;
     if ((entry.shutdownAborted || entry.leaseLost) && out.kind !== 'complete') {

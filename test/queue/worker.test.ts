@@ -196,6 +196,14 @@ describe('worker pool', () => {
     expect(await statuses()).toEqual({ pending: 1 });
   });
 
+  it('an endpoint whose cap holds back a claim is claimed again as soon as a slot frees (no wait for the poll)', async () => {
+    const { wp } = startPool({ t: async (_j, { signal }) => sleep(Math.floor(Math.random() * 8), signal) }, { concurrency: 8, endpointLimits: () => new Map([['one', 3]]) });
+    await wp.start();
+    await enqueueJobs(db.pool, Array.from({ length: 300 }, () => ({ type: 't', payload: {}, maxAttempts: 3, endpoint: 'one' })), CH);
+    // The poll is 60 s: finishing all of them in seconds means every freed slot led to a claim.
+    await waitFor(async () => (await statuses()).completed === 300, 15_000);
+  });
+
   it('an endpoint at its max_in_flight cap cannot hold every worker', async () => {
     const { wp } = startPool(
       {
