@@ -45,6 +45,24 @@ describe('outbox notify()', () => {
     expect((await db.pool.query('select count(*)::int as n from events')).rows[0].n).toBe(1);
   });
 
+  it('notifyMany: a key used before, or twice in one batch, answers with the first event\'s id', async () => {
+    const before = await notify(c, 'a.b', { n: 0 }, { idempotencyKey: 'old' });
+    const ids = await notifyMany(c, [
+      { topic: 'a.b', data: 1, idempotencyKey: 'twice' },
+      { topic: 'a.b', data: 2 },
+      { topic: 'a.b', data: 3, idempotencyKey: 'old' },
+      { topic: 'a.b', data: 4, idempotencyKey: 'twice' },
+      { topic: 'a.b', data: 5 },
+    ]);
+    expect(ids).toHaveLength(5);
+    expect(ids[2]).toBe(before);
+    expect(ids[3]).toBe(ids[0]);
+    expect(new Set([ids[0], ids[1], ids[4], before]).size).toBe(4);
+    expect((await db.pool.query('select count(*)::int as n from events')).rows[0].n).toBe(4);
+    const data = (await db.pool.query('select id, data from events')).rows;
+    expect(data.find((r) => r.id === ids[0]).data).toBe(1);
+  });
+
   it('bad input is refused before anything is sent, naming the field', async () => {
     await expect(notify(c, 'Not A Topic', {})).rejects.toThrow(OutboxError);
     await expect(notify(c, 'Not A Topic', {})).rejects.toThrow(/^topic: /);
