@@ -100,8 +100,8 @@ export async function notifyBatchNow(
   // Keys are taken in one order by every batch, so two batches sharing keys cannot deadlock.
   const order = [...inputs.keys()].toSorted((a, b) => (inputs[a]!.idempotency_key ?? '').localeCompare(inputs[b]!.idempotency_key ?? ''));
   return retryingTransaction(pool, async (client) => {
-    const out: NotifyAnswer[] = new Array<NotifyAnswer>(inputs.length);
-    for (const i of order) out[i] = await notifyOne(client, inputs[i]!, principal, ctx, `events[${i}].`);
-    return out;
+    const byIndex = new Map<number, NotifyAnswer>();
+    for (const i of order) byIndex.set(i, await notifyOne(client, inputs[i]!, principal, ctx, `events[${i}].`));
+    return inputs.map((_, i) => byIndex.get(i)!);
   });
 }

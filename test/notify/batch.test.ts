@@ -9,12 +9,13 @@ beforeAll(async () => {
 });
 afterAll(async () => db.drop());
 
+const batch = (ks: string[]) => ks.map((k) => ({ topic: 'a.b', data: { k }, idempotency_key: k }));
+
 describe('batch notify', () => {
   it('concurrent batches sharing idempotency keys in different orders neither deadlock nor duplicate', async () => {
     const { svc } = await startTestService(db, { jobs: { enabled: false }, notify: { webhook: { url: 'http://127.0.0.1:9/x', secret: 's', topics: ['*'] } } });
     try {
       const keys = Array.from({ length: 20 }, (_, i) => `k-${i}`);
-      const batch = (ks: string[]) => ks.map((k) => ({ topic: 'a.b', data: { k }, idempotency_key: k }));
       const runs = await Promise.all(
         Array.from({ length: 6 }, (_, i) => notifyBatchNow(svc.db.pool, batch(i % 2 ? keys.toReversed() : keys), 'svc', svc.dispatchContext)),
       );

@@ -202,6 +202,7 @@ describe('worker pool', () => {
     await enqueueJobs(db.pool, Array.from({ length: 300 }, () => ({ type: 't', payload: {}, maxAttempts: 3, endpoint: 'one' })), CH);
     // The poll is 60 s: finishing all of them in seconds means every freed slot led to a claim.
     await waitFor(async () => (await statuses()).completed === 300, 15_000);
+    expect(await statuses()).toEqual({ completed: 300 });
   });
 
   it('an endpoint at its max_in_flight cap cannot hold every worker', async () => {
