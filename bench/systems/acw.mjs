@@ -1,0 +1,218 @@
+// acw-webhooks, driven through its public entry points from dist/: the outbox (`notifyMany` /
+// `notify`) for events, `enqueueJobs` for the no-op jobs, and `Service.start` for the worker.
+import pg from 'pg';
+import { SECRET, TOPIC, eventData } from '../lib/common.mjs';
+import { dist } from '../lib/dist.mjs';
+
+/** The API token of the `service` principal the latency scenario posts with. */
+const TOKEN = 'bench-service-token-0123456789';
+
+export const name = 'acw';
+export const NOOP_TYPE = 'bench.noop';
+
+const env = (k, d) => (process.env[k] ? Number(process.env[k]) : d);
+
+/**
+ * default: only what a deployment must set (database, endpoint url/secret/topics); everything else
+ * as shipped (jobs.workers 32, max_in_flight 16 per endpoint, pool_size 10, log level info).
+ * tuned: more deliveries in flight (workers and the endpoint's max_in_flight), nothing else.
+ */
+export const variants = {
+  default: { label: 'acw-webhooks default' },
+  tuned: {
+    label: 'acw-webhooks tuned',
+    workers: env('BENCH_ACW_WORKERS', 64),
+    poolSize: env('BENCH_ACW_POOL', 10),
+  },
+};
+
+export function describe(variant) {
+  const v = variants[variant];
+  return v.workers
+    ? `jobs.workers ${v.workers}, max_in_flight ${v.workers}, pool_size ${v.poolSize}`
+    : 'shipped defaults: jobs.workers 32, max_in_flight 16, pool_size 10';
+}
+
+// ---------------------------------------------------------------- orchestrator side
+
+export async function createTemplate(server, db, { backlog } = {}) {
+  const url = await server.createDatabase(db);
+  const { migrate } = await dist('db/migrate.js');
+  const { createPool } = await dist('db/pool.js');
+  const pool = createPool({ url, size: 2, schema: 'public' });
+  try {
+    await migrate(pool, { schema: 'public' });
+    if (backlog) await seedBacklog(pool, backlog);
+  } finally {
+    await pool.end();
+  }
+}
+
+/**
+ * History of a busy installation: `completed` finished jobs (each with its event and its one
+ * attempt row, as a real delivery leaves them), and `future` jobs scheduled a day ahead. All
+ * within the purge's retention, so nothing is purged during the run.
+ */
+async function seedBacklog(pool, { completed, future }) {
+  const body = `'{"event_id":"' || e.id || '","topic":"order.paid","occurred_at":"' || to_char(e.created_at, 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '","data":{"seq":' || g || ',"order_id":"ord_' || lpad(g::text, 8, '0') || '","amount_cents":2500,"currency":"EUR","customer":{"id":"cus_1","email":"customer1@example.com"},"items":2}}'`;
+  const step = 200_000;
+  for (let lo = 1; lo <= completed; lo += step) {
+    const hi = Math.min(completed, lo + step - 1);
+    await pool.query(`
+      with g as (select g, gen_random_uuid() as eid, now() - (g % 36000) * interval '1 second' as t from generate_series($1::int, $2::int) g),
+      e as (
+        insert into events (id, topic, data, principal, dispatched_at, created_at)
+        select eid, 'order.paid', jsonb_build_object('seq', g), 'outbox', t, t from g
+        returning id, created_at),
+      e2 as (select e.id, e.created_at, row_number() over () as g from e),
+      j as (
+        insert into jobs (id, type, payload, status, attempts, max_attempts, run_at, created_at, updated_at, completed_at, event_id, endpoint)
+        select gen_random_uuid(), 'webhook.deliver', jsonb_build_object('topic', 'order.paid', 'body', ${body}),
+          'completed', 1, 6, e.created_at, e.created_at, e.created_at + interval '40 ms', e.created_at + interval '40 ms', e.id, 'default'
+        from e2 e
+        returning id, completed_at)
+      insert into webhook_attempts (job_id, attempt, endpoint, status_code, duration_ms, response_body, created_at)
+      select id, 1, 'default', 200, 3, 'ok', completed_at from j`,
+      [lo, hi],
+    );
+  }
+  await pool.query(
+    `with g as (select g, gen_random_uuid() as eid, now() as t from generate_series(1, $1::int) g),
+     e as (
+       insert into events (id, topic, data, principal, dispatched_at, created_at)
+       select eid, 'order.paid', jsonb_build_object('seq', g), 'outbox', t, t from g returning id, created_at),
+     e2 as (select e.id, e.created_at, row_number() over () as g from e)
+     insert into jobs (type, payload, status, attempts, max_attempts, run_at, event_id, endpoint)
+     select 'webhook.deliver', jsonb_build_object('topic', 'order.paid', 'body', ${body}), 'pending', 0, 6,
+       now() + interval '1 day' + (g % 3600) * interval '1 second', e.id, 'default'
+     from e2 e`,
+    [future],
+  );
+  await pool.query('vacuum (freeze, analyze)');
+}
+
+/** Enqueue `n` up front: events through the outbox (`notifyMany`, batches), or no-op jobs (`enqueueJobs`). */
+export async function enqueue(url, { mode, n, batch = 1000 }) {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    if (mode === 'noop') {
+      const { enqueueJobs } = await dist('queue/store.js');
+      const { channels } = await dist('db/sql.js');
+      const ch = channels('public').jobs;
+      const t0 = performance.now();
+      for (let i = 0; i < n; i += batch) {
+        const jobs = [];
+        for (let k = i; k < Math.min(n, i + batch); k++) jobs.push({ type: NOOP_TYPE, payload: { seq: k }, maxAttempts: 6 });
+        await enqueueJobs(client, jobs, ch);
+      }
+      return { ms: performance.now() - t0, ctx: {} };
+    }
+    const { notifyMany } = await dist('outbox.js');
+    const t0 = performance.now();
+    for (let i = 0; i < n; i += batch) {
+      const events = [];
+      for (let k = i; k < Math.min(n, i + batch); k++) events.push({ topic: TOPIC, data: eventData(k) });
+      await notifyMany(client, events);
+    }
+    return { ms: performance.now() - t0, ctx: {} };
+  } finally {
+    await client.end();
+  }
+}
+
+/** Nothing left to do: no undispatched event, no due pending job, no running job (all read from indexes). */
+export async function isDone(client) {
+  const r = await client.query(`select
+      not exists (select 1 from events where dispatched_at is null)
+      and not exists (select 1 from jobs where status = 'pending' and run_at < now() + interval '1 hour')
+      and not exists (select 1 from jobs where status = 'running') as done`);
+  return r.rows[0].done;
+}
+
+export async function verify(client, { mode, since }) {
+  if (mode === 'noop') {
+    const r = await client.query(`select count(*)::int as n from jobs where type = $1 and status = 'completed'`, [NOOP_TYPE]);
+    return { completed: r.rows[0].n };
+  }
+  const r = await client.query(
+    `select (select count(*)::int from jobs where status = 'completed' and completed_at >= to_timestamp($1 / 1000.0) - interval '5 s') as completed,
+            (select count(*)::int from jobs where status in ('dead', 'pending') and run_at < now() + interval '1 hour') as not_completed,
+            (select count(*)::int from webhook_attempts where created_at >= to_timestamp($1 / 1000.0) - interval '5 s') as attempts`,
+    [since],
+  );
+  return r.rows[0];
+}
+
+/** One event at a time, for the latency scenario. `entry`: 'outbox' (notify on a pg client) or 'http'. */
+export async function openLatency(url, { entry, httpUrl }) {
+  if (entry === 'outbox') {
+    const { notify } = await dist('outbox.js');
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    return {
+      enqueue: (seq) => notify(client, TOPIC, eventData(seq)),
+      close: () => client.end(),
+    };
+  }
+  if (entry === 'http') {
+    // POST /v1/notify on the worker's own HTTP server (an `acw-webhooks serve` process), through
+    // one keep-alive connection.
+    const { Pool } = await import('undici');
+    const pool = new Pool(httpUrl, { connections: 1, pipelining: 1 });
+    return {
+      async enqueue(seq) {
+        const res = await pool.request({
+          path: '/v1/notify',
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
+          body: JSON.stringify({ topic: TOPIC, data: eventData(seq) }),
+        });
+        await res.body.text();
+        if (res.statusCode !== 202) throw new Error(`POST /v1/notify answered ${res.statusCode}`);
+      },
+      close: () => pool.close(),
+    };
+  }
+  throw new Error(`entry ${entry} is not available`);
+}
+
+// ---------------------------------------------------------------- worker side
+
+export async function prepareWorker({ url, receiverUrl, variant, mode, onHandled, http = false }) {
+  const { parseConfig } = await dist('config/index.js');
+  const { createLogger } = await dist('log.js');
+  const { Service } = await dist('service.js');
+  const v = variants[variant];
+  const raw = {
+    database: { url, ...(v.poolSize ? { pool_size: v.poolSize } : {}) },
+    log: { level: process.env.BENCH_ACW_LOG_LEVEL ?? 'info' },
+    ...(http ? { server: { listen: '127.0.0.1:0', auth: { users: [{ name: 'bench', role: 'service', token: TOKEN }] } } } : {}),
+    ...(v.workers ? { jobs: { workers: v.workers } } : {}),
+    notify: {
+      webhook: { url: receiverUrl, secret: SECRET, topics: ['order.*'], ...(v.workers ? { max_in_flight: v.workers } : {}) },
+    },
+  };
+  const config = parseConfig(raw);
+  // The service's own logger at its default level (info: one webhook.attempt line per attempt),
+  // to stdout, which the orchestrator points at /dev/null.
+  const log = createLogger({ level: config.log.level });
+  let svc = null;
+  let app = null;
+  const httpMod = http ? await dist('http/index.js') : null;
+  const handlers = mode === 'noop' ? { [NOOP_TYPE]: async () => void onHandled(1) } : undefined;
+  return {
+    async start() {
+      svc = await Service.start({ config, log, ...(handlers ? { handlers } : {}) });
+      if (!httpMod) return {};
+      app = await httpMod.createHttpServer(svc, { mode: 'serve' });
+      const bound = await httpMod.listenHttp(app, '127.0.0.1:0');
+      return { httpUrl: bound.url };
+    },
+    async stop() {
+      await app?.close();
+      await svc?.stop();
+      log.flush?.();
+    },
+  };
+}
