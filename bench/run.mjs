@@ -434,6 +434,9 @@ export function summarize(rs) {
   return { ceiling, systems: s };
 }
 
+const dagger = (x, scenario) => (x.timedOut.includes(scenario) ? ' †' : '');
+const ge = (x, y) => (x === null || y === null ? null : x >= y);
+
 function latencyOf(sys) {
   return sys.latency.outbox ?? sys.latency.addJob ?? sys.latency.send ?? null;
 }
@@ -443,7 +446,6 @@ export function markdown(sum, meta) {
   const ref = s['graphile-tuned'];
   const cols = ALL.filter((k) => Object.values(s[k]).some((v) => v !== null && !(typeof v === 'object' && Object.keys(v).length === 0)));
   const cell = (v, refV, d = 0, extra = '') => (v === null ? 'n/a' : `${fmt(v, d)} (${rx(ratio(v, refV))}${extra})`);
-  const dagger = (x, scenario) => (x.timedOut.includes(scenario) ? ' †' : '');
   const lines = [];
   lines.push(`| scenario | ${cols.map(label).join(' | ')} | no-queue ceiling |`);
   lines.push(`| --- | ${cols.map(() => '---').join(' | ')} | --- |`);
@@ -510,7 +512,6 @@ export function targets(sum) {
   const lg = latencyOf(g);
   const t = [];
   const add = (name, value, goal, ok) => t.push({ name, value, goal, ok: ok === null ? null : Boolean(ok) });
-  const ge = (x, y) => (x === null || y === null ? null : x >= y);
   add('deliver, tuned >= 1.1x graphile-worker tuned', rx(ratio(a.deliver, g.deliver)), '>= 1.10x', ge(ratio(a.deliver, g.deliver), 1.1));
   add('deliver, tuned >= 1.25x pg-boss tuned', rx(ratio(a.deliver, p.deliver)), '>= 1.25x', ge(ratio(a.deliver, p.deliver), 1.25));
   add('deliver, tuned as a fraction of the bound', pct(ratio(a.deliver, ceiling.bound)), '> 90% (graphile tuned: ' + pct(ratio(g.deliver, ceiling.bound)) + ')', ge(ratio(a.deliver, ceiling.bound), 0.9));
@@ -619,7 +620,8 @@ async function versions() {
 }
 
 async function shutdown() {
-  for (const c of [...live]) {
+  // Deleting from a Set while iterating it is safe (each child removes itself when it exits).
+  for (const c of live) {
     if (c === receiver) {
       receiver.send({ cmd: 'exit' });
       await Promise.race([receiver.exited, sleep(3_000)]);
