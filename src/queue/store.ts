@@ -43,12 +43,16 @@ const RETURNING = `j.id, j.type, j.payload, j.attempts, j.max_attempts, j.lease_
 const SET_RUNNING = `status = 'running', locked_by = $1, lease_token = gen_random_uuid(),
   lease_expires_at = now() + $2 * interval '1 millisecond', attempts = j.attempts + 1, updated_at = now()`;
 
-/** Any due job of the given types, oldest first, from the `(run_at, id)` index of pending jobs. */
+/**
+ * Any due job of the given types, oldest first, from the `(run_at, id)` index of pending jobs.
+ * The update finds the chosen rows through `= any(array(...))` so that even a generic plan of the
+ * prepared statement reaches them by primary key instead of joining against a scan of `jobs`.
+ */
 const CLAIM_SQL = `with due as (
     select id from jobs
     where status = 'pending' and run_at <= now() and ($4::text[] is null or type = any($4::text[]))
     order by run_at, id limit $3 for update skip locked)
-  update jobs j set ${SET_RUNNING} from due where j.id = due.id returning ${RETURNING}`;
+  update jobs j set ${SET_RUNNING} where j.id = any(array(select id from due)) returning ${RETURNING}`;
 
 /**
  * Per-endpoint slots: each endpoint with free slots is read from its own range of the
@@ -67,7 +71,7 @@ const CLAIM_SLOTS_SQL = `with eps as (select ep, n from unnest($5::text[], $6::i
     where $7 and status = 'pending' and endpoint is null and run_at <= now() and ($4::text[] is null or type = any($4::text[]))
     order by run_at, id limit $3 for update skip locked),
   chosen as (select id from (select * from by_endpoint union all select * from unkeyed) c order by run_at, id limit $3)
-  update jobs j set ${SET_RUNNING} from chosen where j.id = chosen.id returning ${RETURNING}`;
+  update jobs j set ${SET_RUNNING} where j.id = any(array(select id from chosen)) returning ${RETURNING}`;
 
 export async function claimJobs(db: Queryable, opts: ClaimOptions): Promise<ClaimedJob[]> {
   const slots = opts.slots;
