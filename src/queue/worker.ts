@@ -6,7 +6,8 @@ import { Listener } from '../db/listener.js';
 import { silentLogger, type Logger } from '../log.js';
 import { backoffDelay, type RetryPolicy } from './backoff.js';
 import { Flusher, type Finished } from './flusher.js';
-import { claimJobs, nextDueIn, pendingEndpoints, releaseJobs, renewLeases } from './store.js';
+import { Heartbeat, type Running } from './heartbeat.js';
+import { claimJobs, nextDueIn, pendingEndpoints, releaseJobs } from './store.js';
 import type { ClaimedJob, DeadHook, JobOutcome } from './types.js';
 
 export interface JobContext {
@@ -37,15 +38,6 @@ export interface WorkerPoolOptions {
   workerId?: string;
   /** Called with every outcome once written, for metrics. */
   onFinished?: (f: Finished, changed: boolean, nextRunAt: Date | undefined) => void;
-}
-
-interface Running {
-  job: ClaimedJob;
-  ctl: AbortController;
-  leaseLost: boolean;
-  shutdownAborted: boolean;
-  /** Local-clock expiry from the last renewal the database confirmed. */
-  expiresAt: number;
 }
 
 /** Did some endpoint get every slot it was offered (or have none), so more of its work may wait? */
@@ -86,9 +78,7 @@ export class WorkerPool {
   private slotBound = false;
   private discoveredAt = -Infinity;
   private dueTimer: NodeJS.Timeout | null = null;
-  private heartbeatTimer: NodeJS.Timeout | null = null;
-  private renewing = false;
-  private stopped = false;
+  private readonly heartbeat: Heartbeat;
   private loopDone: Promise<void> = Promise.resolve();
   private idle: Array<() => void> = [];
 
@@ -103,6 +93,13 @@ export class WorkerPool {
         opts.onFinished?.(f, changed, runAt);
         if (runAt) this.armDueTimer(runAt.getTime() - Date.now());
       },
+    });
+    this.heartbeat = new Heartbeat({
+      pool: opts.pool,
+      leaseMs: opts.leaseMs,
+      log: this.log,
+      running: this.running,
+      needed: () => !(this.stopping && this.running.size === 0 && this.flusher.idle),
     });
   }
 
@@ -121,12 +118,8 @@ export class WorkerPool {
       onReconnect: () => this.wake(true),
     });
     await this.listener.start();
-    this.scheduleHeartbeat(this.heartbeatInterval());
+    this.heartbeat.start();
     this.loopDone = this.loop();
-  }
-
-  private heartbeatInterval(): number {
-    return Math.max(10, Math.floor(this.opts.leaseMs / 3));
   }
 
   /** Wake the claim loop; `fresh` says new work may exist (a NOTIFY, a timer, a poll). */
@@ -307,73 +300,6 @@ export class WorkerPool {
     return schedule;
   }
 
-  private scheduleHeartbeat(ms: number): void {
-    if (this.stopped || (this.stopping && this.running.size === 0 && this.flusher.idle)) return;
-    this.heartbeatTimer = setTimeout(() => this.heartbeat(), ms);
-    this.heartbeatTimer.unref();
-  }
-
-  /** Leases past their last database-issued expiry (minus a margin) count as lost. */
-  private judgeExpiries(why: string): void {
-    const margin = Math.min(1_000, this.opts.leaseMs / 10);
-    const now = Date.now();
-    for (const r of this.running.values()) {
-      if (!r.leaseLost && r.expiresAt - margin <= now) this.loseLease(r, why);
-    }
-  }
-
-  /**
-   * Every tick, renew every lease in one statement. While a renewal fails or hangs (a dead
-   * connection), leases are judged by their last database-issued expiry instead: a short blip
-   * loses nothing, a long one cannot keep a lost lease alive.
-   */
-  private heartbeat(): void {
-    const interval = this.heartbeatInterval();
-    if (this.renewing) {
-      this.judgeExpiries('lease expired while its renewal hung');
-      this.scheduleHeartbeat(interval);
-      return;
-    }
-    const held = [...this.running.values()].filter((r) => !r.leaseLost);
-    if (held.length === 0) {
-      this.scheduleHeartbeat(interval);
-      return;
-    }
-    this.renewing = true;
-    renewLeases(
-      this.opts.pool,
-      held.map((r) => ({ id: r.job.id, leaseToken: r.job.leaseToken })),
-      this.opts.leaseMs,
-    ).then(
-      (renewed) => {
-        this.renewing = false;
-        for (const r of held) {
-          // Finished while the renewal was under way: its outcome write settles it, not this.
-          if (this.running.get(r.job.id) !== r) continue;
-          const exp = renewed.get(r.job.id);
-          if (exp === undefined) this.loseLease(r, 'lease renewal updated no row');
-          else r.expiresAt = exp;
-        }
-      },
-      (err: unknown) => {
-        // A blip is not a lost lease: the lease stands until its database-issued expiry.
-        this.renewing = false;
-        this.judgeExpiries('lease expired while the database was unreachable');
-        this.log.warn({ event: 'job.heartbeat_error', err: coerceError(err).message }, 'lease renewal failed; retrying');
-        if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
-        this.scheduleHeartbeat(Math.min(interval, 1_000));
-      },
-    );
-    this.scheduleHeartbeat(interval);
-  }
-
-  private loseLease(r: Running, why: string): void {
-    if (r.leaseLost) return;
-    r.leaseLost = true;
-    this.log.warn({ event: 'job.lease_lost', job_id: r.job.id, why }, 'lease lost; the job will commit nothing');
-    r.ctl.abort(new Error('lease lost'));
-  }
-
   /**
    * Stop claiming, let in-flight jobs finish within the grace, then abort the rest (their HTTP
    * requests included) and hand them back without spending their attempt.
@@ -411,7 +337,6 @@ export class WorkerPool {
     // Bounded: with the database gone, the outcomes stay running and the reaper hands them back.
     const drained = await Promise.race([this.flusher.drain().then(() => true), new Promise<boolean>((r) => setTimeout(r, 10_000, false))]);
     if (!drained) this.log.warn({ event: 'job.write_error', jobs: this.flusher.pending }, 'could not write every outcome before stopping');
-    this.stopped = true;
-    if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
+    this.heartbeat.stop();
   }
 }
