@@ -68,6 +68,7 @@ export class Service {
       maxAttempts: cfg.jobs.max_attempts,
       jobsChannel: this.channels.jobs,
       log: this.log,
+      adopter: () => this.workers,
     };
     this.metrics = new Metrics({ pool: db.pool, log: this.log, inFlight: () => this.workers?.inFlight ?? 0 });
     this.scheduler = new Scheduler({ pool: db.pool, log: this.log, onError: (name) => this.metrics.runnerError(name) });

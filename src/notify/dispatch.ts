@@ -2,8 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { topicMatches, type Endpoint } from '../config/index.js';
 import type { Logger } from '../log.js';
-import { enqueueJobs } from '../queue/store.js';
-import type { NewJob } from '../queue/types.js';
+import { withTransaction } from '../db/pool.js';
+import { insertJobs, type HoldOptions } from '../queue/store.js';
+import type { ClaimedJob, NewJob } from '../queue/types.js';
 import { buildBody } from '../webhook/sign.js';
 
 export const WEBHOOK_JOB = 'webhook.deliver';
@@ -29,6 +30,88 @@ export interface DispatchContext {
   maxAttempts: number;
   jobsChannel: string;
   log: Logger;
+  /** This process's worker pool, when it runs one: the jobs it has room for are inserted already claimed. */
+  adopter?: () => JobAdopter | null;
+}
+
+/** What dispatch needs of a worker pool to hand it jobs directly (WorkerPool implements it). */
+export interface JobAdopter {
+  readonly workerId: string;
+  readonly leaseMs: number;
+  reserve(type: string, endpoint: string | null): boolean;
+  unreserve(endpoints: ReadonlyArray<string | null>): void;
+  adopt(jobs: readonly ClaimedJob[]): Promise<void>;
+}
+
+/**
+ * Claim on dispatch: a job this process's pool has a free slot for is inserted as `running` under
+ * the pool's worker id and handed to the pool once the transaction commits, instead of going in as
+ * `pending` and coming back through NOTIFY, wake-up and a claim. One per dispatch transaction.
+ */
+export class Handover {
+  private reservedEndpoints: Array<string | null> = [];
+  private held: ClaimedJob[] = [];
+
+  constructor(private readonly adopter: JobAdopter | null) {}
+
+  /** Reserve pool slots for as many of these jobs as fit; they must carry ids. */
+  hold(jobs: readonly NewJob[]): HoldOptions | undefined {
+    const a = this.adopter;
+    if (!a) return undefined;
+    const ids = new Set<string>();
+    for (const j of jobs) {
+      if (j.id === undefined || j.delayMs) continue;
+      if (!a.reserve(j.type, j.endpoint ?? null)) continue;
+      ids.add(j.id);
+      this.reservedEndpoints.push(j.endpoint ?? null);
+    }
+    return ids.size > 0 ? { workerId: a.workerId, leaseMs: a.leaseMs, ids } : undefined;
+  }
+
+  inserted(jobs: readonly ClaimedJob[]): void {
+    this.held.push(...jobs);
+  }
+
+  /** After commit: the pool runs the held jobs; any slot reserved without a row comes back. */
+  async commit(): Promise<void> {
+    const a = this.adopter;
+    if (!a || this.reservedEndpoints.length === 0) return;
+    const unused = [...this.reservedEndpoints];
+    for (const j of this.held) {
+      const k = unused.indexOf(j.endpoint);
+      if (k >= 0) unused.splice(k, 1);
+    }
+    this.reservedEndpoints = [];
+    if (unused.length > 0) a.unreserve(unused);
+    const held = this.held;
+    this.held = [];
+    await a.adopt(held);
+  }
+
+  /** After a rollback (or a failed commit): nothing was written, every reserved slot comes back. */
+  rollback(): void {
+    if (this.adopter && this.reservedEndpoints.length > 0) this.adopter.unreserve(this.reservedEndpoints);
+    this.reservedEndpoints = [];
+    this.held = [];
+  }
+}
+
+/**
+ * One dispatch transaction with its Handover: the held jobs go to the pool after commit, their
+ * slots come back after a rollback. If a COMMIT's reply is lost the jobs may exist, running under
+ * our worker id with nobody working them: the reaper hands them back when their lease runs out.
+ */
+export async function dispatchTransaction<T>(pool: pg.Pool, ctx: DispatchContext, fn: (client: pg.PoolClient, h: Handover) => Promise<T>): Promise<T> {
+  const handover = new Handover(ctx.adopter?.() ?? null);
+  let result: T;
+  try {
+    result = await withTransaction(pool, (client) => fn(client, handover));
+  } catch (err) {
+    handover.rollback();
+    throw err;
+  }
+  await handover.commit();
+  return result;
 }
 
 export interface DispatchResult {
@@ -40,11 +123,23 @@ export interface DispatchResult {
   unknown_recipients?: string[];
 }
 
+export interface DispatchOptions {
+  /** Jobs this process's pool can take go in as running (see Handover). */
+  handover?: Handover;
+  /** The caller already set `dispatched_at` on these events (the dispatcher locks and marks in one statement). */
+  marked?: boolean;
+}
+
 /**
  * Fan events out, inside the caller's transaction: one in-app notification per recipient and one
  * `webhook.deliver` job per enabled endpoint whose whitelist matches, then mark them dispatched.
  */
-export async function dispatchEvents(client: pg.ClientBase, events: readonly EventRow[], ctx: DispatchContext): Promise<DispatchResult[]> {
+export async function dispatchEvents(
+  client: pg.ClientBase,
+  events: readonly EventRow[],
+  ctx: DispatchContext,
+  opts: DispatchOptions = {},
+): Promise<DispatchResult[]> {
   if (events.length === 0) return [];
   const enabled = ctx.webhooksEnabled();
   const endpoints = enabled ? ctx.endpoints().filter((e) => e.enabled) : [];
@@ -66,8 +161,11 @@ export async function dispatchEvents(client: pg.ClientBase, events: readonly Eve
     ctx.log.info({ event: 'webhook.skipped', event_id: ev.id, topic: ev.topic, reason: skipped }, 'no webhook job for this event');
     return { event_id: ev.id, job_ids: [], skipped };
   });
-  const ids = await enqueueJobs(client, jobs, ctx.jobsChannel);
-  for (const id of ids) ctx.log.debug({ event: 'job.enqueued', job_id: id, type: WEBHOOK_JOB }, 'job enqueued');
+  const inserted = await insertJobs(client, jobs, ctx.jobsChannel, opts.handover?.hold(jobs));
+  opts.handover?.inserted(inserted.held);
+  if (ctx.log.isLevelEnabled('debug')) {
+    for (const id of inserted.ids) ctx.log.debug({ event: 'job.enqueued', job_id: id, type: WEBHOOK_JOB }, 'job enqueued');
+  }
 
   const withRecipients = events.filter((e) => e.recipients.length > 0);
   if (withRecipients.length > 0) {
@@ -91,6 +189,12 @@ export async function dispatchEvents(client: pg.ClientBase, events: readonly Eve
       ctx.log.warn({ event: 'notify.unknown_recipients', event_id: row.event_id, recipients: row.missing }, 'recipients are no user');
     }
   }
-  await client.query(`update events set dispatched_at = now() where id = any($1::uuid[])`, [events.map((e) => e.id)]);
+  if (!opts.marked) {
+    await client.query({
+      name: 'acw_mark_dispatched',
+      text: `update events set dispatched_at = now() where id = any($1::uuid[])`,
+      values: [events.map((e) => e.id)],
+    });
+  }
   return results;
 }

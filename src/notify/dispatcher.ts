@@ -1,9 +1,8 @@
 import type pg from 'pg';
 import { coerceError } from '../errors.js';
 import { Listener } from '../db/listener.js';
-import { withTransaction } from '../db/pool.js';
 import type { Logger } from '../log.js';
-import { dispatchEvents, type DispatchContext, type EventRow } from './dispatch.js';
+import { dispatchEvents, dispatchTransaction, type DispatchContext, type EventRow } from './dispatch.js';
 
 const BATCH = 200;
 
@@ -53,14 +52,16 @@ export class EventDispatcher {
 
   /** Dispatch one batch of undispatched events; returns how many. */
   async dispatchBatch(): Promise<number> {
-    const done = await withTransaction(this.opts.pool, async (client) => {
+    const done = await dispatchTransaction(this.opts.pool, this.opts.ctx, async (client, handover) => {
+      // Lock and mark in one statement; a rollback undoes the mark with everything else.
       const res = await client.query<EventRow>({
         name: 'acw_claim_events',
-        text: `select id, topic, data, recipients, created_at from events
-          where dispatched_at is null order by created_at, id limit $1 for update skip locked`,
+        text: `update events set dispatched_at = now()
+          where id = any(array(select id from events where dispatched_at is null order by created_at, id limit $1 for update skip locked))
+          returning id, topic, data, recipients, created_at`,
         values: [BATCH],
       });
-      const results = res.rows.length > 0 ? await dispatchEvents(client, res.rows, this.opts.ctx) : [];
+      const results = res.rows.length > 0 ? await dispatchEvents(client, res.rows, this.opts.ctx, { handover, marked: true }) : [];
       return res.rows.map((ev, i) => ({ topic: ev.topic, jobs: results[i]?.job_ids.length ?? 0 }));
     });
     for (const d of done) if (d.jobs > 0) this.opts.onDispatched?.(d.topic, d.jobs);

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import { withTransaction } from '../db/pool.js';
-import { dispatchEvents, type DispatchContext, type DispatchResult, type EventRow } from './dispatch.js';
+import { dispatchEvents, dispatchTransaction, type DispatchContext, type DispatchResult, type EventRow, type Handover } from './dispatch.js';
 import type { NotifyInput } from './input.js';
 
 /** A refusal the caller can act on; HTTP maps `status` straight through. */
@@ -29,7 +28,14 @@ function requestHash(input: NotifyInput): string {
     .digest('hex');
 }
 
-async function notifyOne(client: pg.ClientBase, input: NotifyInput, principal: string, ctx: DispatchContext, path: string): Promise<NotifyAnswer> {
+async function notifyOne(
+  client: pg.ClientBase,
+  input: NotifyInput,
+  principal: string,
+  ctx: DispatchContext,
+  path: string,
+  handover: Handover,
+): Promise<NotifyAnswer> {
   const recipients = input.recipients ?? [];
   if (recipients.length > 0) {
     const res = await client.query<{ name: string }>(
@@ -68,16 +74,16 @@ async function notifyOne(client: pg.ClientBase, input: NotifyInput, principal: s
     return { status: 200, body: p.response };
   }
   const ev: EventRow = { id: row.id, topic: input.topic, data: input.data, recipients, created_at: row.created_at };
-  const [result] = await dispatchEvents(client, [ev], ctx);
+  const [result] = await dispatchEvents(client, [ev], ctx, { handover });
   await client.query(`update events set response = $2::jsonb where id = $1`, [row.id, JSON.stringify(result)]);
   return { status: 202, body: result! };
 }
 
 /** Deadlock and serialization failures are the database asking for the transaction again. */
-async function retryingTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+async function retryingTransaction<T>(pool: pg.Pool, ctx: DispatchContext, fn: (client: pg.PoolClient, h: Handover) => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await withTransaction(pool, fn);
+      return await dispatchTransaction(pool, ctx, fn);
     } catch (err) {
       const code = (err as { code?: string }).code;
       if (attempt >= 3 || (code !== '40P01' && code !== '40001')) throw err;
@@ -87,7 +93,7 @@ async function retryingTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient)
 
 /** The service's own notify (HTTP route, CLI): insert and dispatch at once, in one transaction. */
 export async function notifyNow(pool: pg.Pool, input: NotifyInput, principal: string, ctx: DispatchContext): Promise<NotifyAnswer> {
-  return retryingTransaction(pool, (client) => notifyOne(client, input, principal, ctx, ''));
+  return retryingTransaction(pool, ctx, (client, h) => notifyOne(client, input, principal, ctx, '', h));
 }
 
 /** All or nothing: every event of the batch, or none of them. */
@@ -99,9 +105,9 @@ export async function notifyBatchNow(
 ): Promise<NotifyAnswer[]> {
   // Keys are taken in one order by every batch, so two batches sharing keys cannot deadlock.
   const order = [...inputs.keys()].toSorted((a, b) => (inputs[a]!.idempotency_key ?? '').localeCompare(inputs[b]!.idempotency_key ?? ''));
-  return retryingTransaction(pool, async (client) => {
+  return retryingTransaction(pool, ctx, async (client, h) => {
     const byIndex = new Map<number, NotifyAnswer>();
-    for (const i of order) byIndex.set(i, await notifyOne(client, inputs[i]!, principal, ctx, `events[${i}].`));
+    for (const i of order) byIndex.set(i, await notifyOne(client, inputs[i]!, principal, ctx, `events[${i}].`, h));
     return inputs.map((_, i) => byIndex.get(i)!);
   });
 }

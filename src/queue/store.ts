@@ -15,12 +15,13 @@ interface ClaimRow {
   attempts: number;
   max_attempts: number;
   lease_token: string;
-  lease_expires_at: Date;
+  /** Epoch milliseconds (float8): cheaper to read than a timestamptz parsed into a Date. */
+  lease_expires_ms: number;
   event_id: string | null;
   endpoint: string | null;
   created_at: Date;
   parked_since: Date | null;
-  db_now: Date;
+  db_now_ms: number;
 }
 
 export interface ClaimOptions {
@@ -37,8 +38,9 @@ export interface ClaimOptions {
   unkeyed?: boolean;
 }
 
-const RETURNING = `j.id, j.type, j.payload, j.attempts, j.max_attempts, j.lease_token, j.lease_expires_at,
-  j.event_id, j.endpoint, j.created_at, j.parked_since, now() as db_now`;
+const RETURNING = `j.id, j.type, j.payload, j.attempts, j.max_attempts, j.lease_token,
+  extract(epoch from j.lease_expires_at)::float8 * 1000 as lease_expires_ms,
+  j.event_id, j.endpoint, j.created_at, j.parked_since, extract(epoch from now())::float8 * 1000 as db_now_ms`;
 
 const SET_RUNNING = `status = 'running', locked_by = $1, lease_token = gen_random_uuid(),
   lease_expires_at = now() + $2 * interval '1 millisecond', attempts = j.attempts + 1, updated_at = now()`;
@@ -100,7 +102,7 @@ export async function claimJobs(db: Queryable, opts: ClaimOptions): Promise<Clai
 
 function toClaimed(r: ClaimRow, localNow: number): ClaimedJob {
   // The lease is judged on the database clock; carry it over to ours through the offset at claim.
-  const offset = r.db_now.getTime() - localNow;
+  const offset = r.db_now_ms - localNow;
   return {
     id: r.id,
     type: r.type,
@@ -108,7 +110,7 @@ function toClaimed(r: ClaimRow, localNow: number): ClaimedJob {
     attempts: r.attempts,
     maxAttempts: r.max_attempts,
     leaseToken: r.lease_token,
-    leaseExpiresAt: r.lease_expires_at.getTime() - offset,
+    leaseExpiresAt: r.lease_expires_ms - offset,
     eventId: r.event_id,
     endpoint: r.endpoint,
     createdAt: r.created_at,
@@ -116,22 +118,58 @@ function toClaimed(r: ClaimRow, localNow: number): ClaimedJob {
   };
 }
 
+/** Jobs inserted already claimed by this process (claim on dispatch): its worker id and lease length. */
+export interface HoldOptions {
+  workerId: string;
+  leaseMs: number;
+  /** Ids (set on the NewJob) of the jobs to insert as `running`; the rest go in as `pending`. */
+  ids: ReadonlySet<string>;
+}
+
 /**
  * Insert many jobs in one statement, with one constant-payload NOTIFY for the lot (delivered at
  * commit). Delayed jobs notify too, so idle workers learn when to set their timer.
  */
 export async function enqueueJobs(db: Queryable, jobs: readonly NewJob[], channel: string): Promise<string[]> {
-  if (jobs.length === 0) return [];
-  const res = await db.query<{ id: string }>({
+  return (await insertJobs(db, jobs, channel)).ids;
+}
+
+export interface InsertedJobs {
+  ids: string[];
+  /** The jobs inserted as `running` under `hold`, as if claimed: attempt 1 spent, lease issued. */
+  held: ClaimedJob[];
+}
+
+interface InsertRow {
+  id: string;
+  lease_token: string | null;
+  lease_expires_ms: number | null;
+  db_now_ms: number;
+}
+
+/**
+ * enqueueJobs, where the jobs named in `hold` go in as `running` with a fresh lease for `hold.workerId`
+ * (one attempt spent, as a claim would): the caller hands them to its worker pool after commit,
+ * which saves a claim and a NOTIFY hop per job. Should the process die first, the reaper hands them
+ * back when the lease runs out, as after any claim. The NOTIFY goes out only when a job is pending.
+ */
+export async function insertJobs(db: Queryable, jobs: readonly NewJob[], channel: string, hold?: HoldOptions): Promise<InsertedJobs> {
+  if (jobs.length === 0) return { ids: [], held: [] };
+  const heldFlags = jobs.map((j) => hold !== undefined && j.id !== undefined && !j.delayMs && hold.ids.has(j.id));
+  const res = await db.query<InsertRow>({
     name: 'acw_enqueue',
     text: `with ins as (
-      insert into jobs (id, type, payload, max_attempts, run_at, event_id, endpoint)
+      insert into jobs (id, type, payload, max_attempts, run_at, event_id, endpoint, status, attempts, locked_by, lease_token, lease_expires_at)
       select coalesce(t.id, gen_random_uuid()), t.type, t.payload, t.max_attempts,
-        now() + t.delay * interval '1 millisecond', t.event_id, t.endpoint
-      from unnest($8::uuid[], $1::text[], $2::jsonb[], $3::int[], $4::int[], $5::uuid[], $6::text[])
-        as t(id, type, payload, max_attempts, delay, event_id, endpoint)
-      returning id)
-    select ins.id from ins, (select pg_notify($7, '')) n`,
+        now() + t.delay * interval '1 millisecond', t.event_id, t.endpoint,
+        case when t.held then 'running' else 'pending' end, case when t.held then 1 else 0 end,
+        case when t.held then $10 end, case when t.held then gen_random_uuid() end,
+        case when t.held then now() + $11 * interval '1 millisecond' end
+      from unnest($8::uuid[], $1::text[], $2::jsonb[], $3::int[], $4::int[], $5::uuid[], $6::text[], $9::boolean[])
+        as t(id, type, payload, max_attempts, delay, event_id, endpoint, held)
+      returning id, lease_token, extract(epoch from lease_expires_at)::float8 * 1000 as lease_expires_ms)
+    select ins.*, extract(epoch from now())::float8 * 1000 as db_now_ms
+    from ins, (select case when bool_or(not h) then pg_notify($7, '') end from unnest($9::boolean[]) h) n`,
     values: [
       jobs.map((j) => j.type),
       jobs.map((j) => JSON.stringify(j.payload ?? null)),
@@ -141,9 +179,36 @@ export async function enqueueJobs(db: Queryable, jobs: readonly NewJob[], channe
       jobs.map((j) => j.endpoint ?? null),
       channel,
       jobs.map((j) => j.id ?? null),
+      heldFlags,
+      hold?.workerId ?? null,
+      hold?.leaseMs ?? 0,
     ],
   });
-  return res.rows.map((r) => r.id);
+  const ids = res.rows.map((r) => r.id);
+  const held: ClaimedJob[] = [];
+  if (hold) {
+    const localNow = Date.now();
+    const byId = new Map(jobs.map((j) => [j.id, j]));
+    for (const r of res.rows) {
+      if (r.lease_token === null || r.lease_expires_ms === null) continue;
+      const j = byId.get(r.id);
+      if (!j) continue;
+      held.push({
+        id: r.id,
+        type: j.type,
+        payload: j.payload,
+        attempts: 1,
+        maxAttempts: j.maxAttempts,
+        leaseToken: r.lease_token,
+        leaseExpiresAt: r.lease_expires_ms - (r.db_now_ms - localNow),
+        eventId: j.eventId ?? null,
+        endpoint: j.endpoint ?? null,
+        createdAt: new Date(r.db_now_ms),
+        parkedSince: null,
+      });
+    }
+  }
+  return { ids, held };
 }
 
 /** The guarded identity of a claimed job. */

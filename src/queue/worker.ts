@@ -63,7 +63,13 @@ export class WorkerPool {
   readonly workerId: string;
   private readonly log: Logger;
   private readonly running = new Map<string, Running>();
+  /** Jobs running or reserved, per endpoint (what the per-endpoint caps count). */
   private readonly perEndpoint = new Map<string, number>();
+  /** Slots taken by reserve() for jobs being inserted as running, not yet adopted or given back. */
+  private reserved = 0;
+  /** While a claim is in flight: the slots it may fill, overall and per endpoint (reserve() keeps off them). */
+  private claimingFree = 0;
+  private claimingSlots: ReadonlyMap<string, number> | undefined;
   private readonly flusher: Flusher;
   private listener: Listener | null = null;
   private stopping = false;
@@ -78,6 +84,7 @@ export class WorkerPool {
   private slotBound = false;
   private discoveredAt = -Infinity;
   private dueTimer: NodeJS.Timeout | null = null;
+  private refillTimer: NodeJS.Timeout | null = null;
   private readonly heartbeat: Heartbeat;
   private loopDone: Promise<void> = Promise.resolve();
   private idle: Array<() => void> = [];
@@ -105,6 +112,62 @@ export class WorkerPool {
 
   get inFlight(): number {
     return this.running.size;
+  }
+
+  /** Lease length jobs inserted for adopt() must be given. */
+  get leaseMs(): number {
+    return this.opts.leaseMs;
+  }
+
+  /**
+   * Take one slot, if this pool has one free for a job of this type and endpoint, for a job the
+   * caller is about to insert as `running` under this pool's worker id (claim on dispatch). Each
+   * slot taken must come back through adopt() (after commit) or unreserve() (after rollback).
+   */
+  reserve(type: string, endpoint: string | null): boolean {
+    if (!this.started || this.stopping || !this.opts.handlers[type]) return false;
+    if (this.running.size + this.reserved + this.claimingFree >= this.opts.concurrency) return false;
+    if (endpoint !== null) {
+      const cap = this.opts.endpointLimits?.().get(endpoint);
+      const used = this.perEndpoint.get(endpoint) ?? 0;
+      if (cap === undefined || used + Math.max(0, this.claimingSlots?.get(endpoint) ?? 0) >= cap) return false;
+      this.perEndpoint.set(endpoint, used + 1);
+    }
+    this.reserved++;
+    return true;
+  }
+
+  /** Give back slots reserved for jobs that were not written after all (the transaction rolled back). */
+  unreserve(endpoints: ReadonlyArray<string | null>): void {
+    for (const ep of endpoints) {
+      this.reserved--;
+      if (ep !== null) this.dropEndpointSlot(ep);
+    }
+    this.wake(true);
+  }
+
+  /**
+   * Run jobs that were inserted as `running` under this pool's worker id and committed, each on a
+   * slot taken by reserve(). After stop() began they are handed back at once, attempt unspent.
+   */
+  async adopt(jobs: readonly ClaimedJob[]): Promise<void> {
+    if (this.stopping) {
+      this.reserved -= jobs.length;
+      for (const j of jobs) if (j.endpoint !== null) this.dropEndpointSlot(j.endpoint);
+      // If this fails too, the reaper hands them back once the lease runs out.
+      await releaseJobs(this.opts.pool, jobs.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 }))).catch(() => undefined);
+      return;
+    }
+    for (const job of jobs) {
+      this.reserved--;
+      this.run(job, true);
+    }
+  }
+
+  private dropEndpointSlot(endpoint: string): void {
+    const n = (this.perEndpoint.get(endpoint) ?? 1) - 1;
+    if (n <= 0) this.perEndpoint.delete(endpoint);
+    else this.perEndpoint.set(endpoint, n);
   }
 
   async start(): Promise<void> {
@@ -179,7 +242,7 @@ export class WorkerPool {
   private async loop(): Promise<void> {
     let errorDelay = 100;
     while (!this.stopping) {
-      const free = this.opts.concurrency - this.running.size;
+      const free = this.opts.concurrency - this.running.size - this.reserved;
       if (free <= 0 || !this.lastClaimFull) {
         await this.waitForWake(this.opts.pollMs);
         continue;
@@ -189,7 +252,9 @@ export class WorkerPool {
       let jobs: ClaimedJob[];
       let slots: Map<string, number> | undefined;
       try {
+        this.claimingFree = free;
         slots = await this.slots();
+        this.claimingSlots = slots;
         jobs = await claimJobs(this.opts.pool, {
           workerId: this.workerId,
           limit: free,
@@ -199,6 +264,8 @@ export class WorkerPool {
         });
         errorDelay = 100;
       } catch (err) {
+        this.claimingFree = 0;
+        this.claimingSlots = undefined;
         this.log.warn({ event: 'job.claim_error', err: coerceError(err).message }, 'claim failed; retrying');
         await this.waitForWake(errorDelay);
         errorDelay = Math.min(errorDelay * 2, this.opts.pollMs);
@@ -211,6 +278,8 @@ export class WorkerPool {
         );
         break;
       }
+      this.claimingFree = 0;
+      this.claimingSlots = undefined;
       for (const job of jobs) this.run(job);
       // A short claim means the queue is drained for us, unless new work was signalled meanwhile.
       if (jobs.length < free && this.freshGen === gen) {
@@ -218,11 +287,14 @@ export class WorkerPool {
         // Short because an endpoint used up its slots (not because the queue is empty): its next
         // finished job frees a slot, and that is the moment to claim again.
         this.slotBound = slotsUsedUp(slots, jobs);
-        try {
-          const due = await nextDueIn(this.opts.pool);
-          if (due !== null && due > 0) this.armDueTimer(due);
-        } catch {
-          // The poll covers it.
+        // Held back by a cap, the next due job is not what limits us: the next finished job is.
+        if (!this.slotBound) {
+          try {
+            const due = await nextDueIn(this.opts.pool);
+            if (due !== null && due > 0) this.armDueTimer(due);
+          } catch {
+            // The poll covers it.
+          }
         }
       }
     }
@@ -242,10 +314,11 @@ export class WorkerPool {
     }, at - Date.now());
   }
 
-  private run(job: ClaimedJob): void {
+  /** Start a held job; `counted` when its endpoint slot was already taken by reserve(). */
+  private run(job: ClaimedJob, counted = false): void {
     const entry: Running = { job, ctl: new AbortController(), leaseLost: false, shutdownAborted: false, expiresAt: job.leaseExpiresAt };
     this.running.set(job.id, entry);
-    if (job.endpoint !== null) this.perEndpoint.set(job.endpoint, (this.perEndpoint.get(job.endpoint) ?? 0) + 1);
+    if (job.endpoint !== null && !counted) this.perEndpoint.set(job.endpoint, (this.perEndpoint.get(job.endpoint) ?? 0) + 1);
     this.log.debug({ event: 'job.claimed', job_id: job.id, type: job.type, attempt: job.attempts }, 'job claimed');
     const handler = this.opts.handlers[job.type];
     const started = handler
@@ -265,14 +338,11 @@ export class WorkerPool {
     if (!this.running.has(job.id)) return; // already handed back by a forced shutdown
     this.running.delete(job.id);
     if (job.endpoint !== null) {
-      const n = (this.perEndpoint.get(job.endpoint) ?? 1) - 1;
-      if (n <= 0) this.perEndpoint.delete(job.endpoint);
-      else this.perEndpoint.set(job.endpoint, n);
+      this.dropEndpointSlot(job.endpoint);
       // A slot came back while the last claim was held back by slots: there may be work for it.
-      if (this.slotBound) {
-        this.slotBound = false;
-        this.markFresh();
-      }
+      // Claim once a quarter of the endpoint's cap is free (or 2 ms after the first slot), so a
+      // capped endpoint is refilled in batches rather than one claim per finished job.
+      if (this.slotBound) this.refillSoon(job.endpoint);
     }
     let out = outcome;
     if ((entry.shutdownAborted || entry.leaseLost) && out.kind !== 'complete') {
@@ -289,6 +359,20 @@ export class WorkerPool {
     this.flusher.push({ job, outcome: out, delayMs, leaseLost: entry.leaseLost });
     this.wake();
     if (this.running.size === 0) for (const r of this.idle.splice(0)) r();
+  }
+
+  private refillSoon(endpoint: string): void {
+    const cap = this.opts.endpointLimits?.().get(endpoint);
+    const free = cap === undefined ? Infinity : cap - (this.perEndpoint.get(endpoint) ?? 0);
+    const refill = (): void => {
+      if (this.refillTimer) clearTimeout(this.refillTimer);
+      this.refillTimer = null;
+      if (!this.slotBound) return;
+      this.slotBound = false;
+      this.wake(true);
+    };
+    if (free >= Math.max(1, Math.floor((cap ?? 0) / 4))) refill();
+    else this.refillTimer ??= setTimeout(refill, 2);
   }
 
   private delayFor(job: ClaimedJob, out: JobOutcome): number {
@@ -309,6 +393,7 @@ export class WorkerPool {
     this.stopping = true;
     this.wake();
     if (this.dueTimer) clearTimeout(this.dueTimer);
+    if (this.refillTimer) clearTimeout(this.refillTimer);
     await this.listener?.close();
     await this.loopDone;
     if (this.running.size > 0) {

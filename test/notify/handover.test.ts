@@ -1,0 +1,208 @@
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { Endpoint } from '../../src/config/index.js';
+import { silentLogger } from '../../src/log.js';
+import { dispatchEvents, dispatchTransaction, WEBHOOK_JOB, type DispatchContext, type EventRow } from '../../src/notify/dispatch.js';
+import { EventDispatcher } from '../../src/notify/dispatcher.js';
+import { notifyMany } from '../../src/outbox.js';
+import { WorkerPool, type JobHandler } from '../../src/queue/worker.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { waitFor } from '../helpers/logs.js';
+
+/**
+ * Claim on dispatch: jobs the dispatching process's pool has room for are inserted as running
+ * under its worker id and handed over after commit, without a claim or a NOTIFY.
+ */
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => db.drop());
+beforeEach(async () => {
+  await db.pool.query('truncate jobs, webhook_attempts, events');
+});
+const stops: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const s of stops.splice(0).toReversed()) await s();
+});
+
+const JOBS_CH = 'public.acw_jobs';
+const endpoint = (name: string, cap: number): Endpoint =>
+  ({
+    name,
+    url: 'http://127.0.0.1:1/',
+    secret: 'x'.repeat(32),
+    topics: ['order.*'],
+    enabled: true,
+    max_in_flight: cap,
+    timeout: 1_000,
+    headers: {},
+    scheme: 'acw',
+  }) as unknown as Endpoint;
+
+async function startPool(handler: JobHandler, opts: { concurrency?: number; caps?: Map<string, number> } = {}): Promise<WorkerPool> {
+  const wp = new WorkerPool({
+    pool: db.pool,
+    url: db.url,
+    channel: JOBS_CH,
+    handlers: { [WEBHOOK_JOB]: handler },
+    concurrency: opts.concurrency ?? 8,
+    leaseMs: 30_000,
+    pollMs: 60_000,
+    shutdownGraceMs: 500,
+    retry: { base: 20, max: 200, jitter: 0 },
+    endpointLimits: () => opts.caps ?? new Map([['a', 100]]),
+  });
+  await wp.start();
+  stops.push(() => wp.stop());
+  return wp;
+}
+
+function context(endpoints: Endpoint[], pool: WorkerPool | null): DispatchContext {
+  return {
+    endpoints: () => endpoints,
+    webhooksEnabled: () => true,
+    maxAttempts: 3,
+    jobsChannel: JOBS_CH,
+    log: silentLogger,
+    adopter: () => pool,
+  };
+}
+
+async function insertEvents(n: number): Promise<EventRow[]> {
+  const res = await db.pool.query<EventRow>(
+    `insert into events (topic, data) select 'order.paid', jsonb_build_object('n', g) from generate_series(1, $1) g
+     returning id, topic, data, recipients, created_at`,
+    [n],
+  );
+  return res.rows;
+}
+
+/** Counts NOTIFYs on the jobs channel. */
+async function listenJobs(): Promise<{ count: () => number }> {
+  const c = new pg.Client({ connectionString: db.url });
+  await c.connect();
+  let n = 0;
+  c.on('notification', () => n++);
+  await c.query(`listen "${JOBS_CH}"`);
+  stops.push(() => c.end());
+  return { count: () => n };
+}
+
+const rows = async () =>
+  (
+    await db.pool.query<{ status: string; locked_by: string | null; attempts: number; endpoint: string }>(
+      'select status, locked_by, attempts, endpoint from jobs order by endpoint',
+    )
+  ).rows;
+
+describe('claim on dispatch', () => {
+  it('inserts the jobs the pool has room for as running under its worker id, runs them, and sends no NOTIFY', async () => {
+    const release: Array<() => void> = [];
+    const pool = await startPool(() => new Promise<void>((r) => release.push(r)));
+    const notes = await listenJobs();
+    const ctx = context([endpoint('a', 100)], pool);
+    const evs = await insertEvents(3);
+    await dispatchTransaction(db.pool, ctx, (client, handover) => dispatchEvents(client, evs, ctx, { handover }));
+    // Handed over at commit: running in this pool before any claim could have happened.
+    expect(pool.inFlight).toBe(3);
+    const r = await rows();
+    expect(r.map((x) => [x.status, x.locked_by, x.attempts])).toEqual(Array.from({ length: 3 }, () => ['running', pool.workerId, 1]));
+    await new Promise((res) => setTimeout(res, 100));
+    expect(notes.count()).toBe(0);
+    release.forEach((f) => f());
+    await waitFor(async () => (await rows()).every((x) => x.status === 'completed'), 5_000);
+  });
+
+  it('respects the pool size and each endpoint cap: the rest go in pending and are claimed as usual', async () => {
+    const release: Array<() => void> = [];
+    const caps = new Map([
+      ['a', 2],
+      ['b', 10],
+    ]);
+    const pool = await startPool(() => new Promise<void>((r) => release.push(r)), { concurrency: 5, caps });
+    const notes = await listenJobs();
+    const ctx = context([endpoint('a', 2), endpoint('b', 10)], pool);
+    const evs = await insertEvents(4); // 8 jobs: 4 for a, 4 for b
+    await dispatchTransaction(db.pool, ctx, (client, handover) => dispatchEvents(client, evs, ctx, { handover }));
+    const r = await rows();
+    const running = r.filter((x) => x.status === 'running');
+    expect(running.length).toBe(5);
+    expect(running.filter((x) => x.endpoint === 'a').length).toBe(2);
+    expect(r.filter((x) => x.status === 'pending').length).toBe(3);
+    await waitFor(() => notes.count() === 1, 2_000);
+    // Finishing everything lets the pool claim the pending ones; never more than 2 of a at once.
+    let maxA = 0;
+    const deadline = Date.now() + 5_000;
+    while (Date.now() < deadline) {
+      const now = await rows();
+      maxA = Math.max(maxA, now.filter((x) => x.endpoint === 'a' && x.status === 'running').length);
+      if (now.every((x) => x.status === 'completed')) break;
+      release.splice(0).forEach((f) => f());
+      await new Promise((res) => setTimeout(res, 20));
+    }
+    expect((await rows()).every((x) => x.status === 'completed')).toBe(true);
+    expect(maxA).toBeLessThanOrEqual(2);
+  });
+
+  it('a rolled-back dispatch writes nothing and gives every reserved slot back', async () => {
+    const release: Array<() => void> = [];
+    const pool = await startPool(() => new Promise<void>((r) => release.push(r)), { concurrency: 4 });
+    const ctx = context([endpoint('a', 100)], pool);
+    const evs = await insertEvents(4);
+    await expect(
+      dispatchTransaction(db.pool, ctx, async (client, handover) => {
+        await dispatchEvents(client, evs, ctx, { handover });
+        throw new Error('boom after the insert');
+      }),
+    ).rejects.toThrow('boom');
+    expect(await rows()).toEqual([]);
+    expect(pool.inFlight).toBe(0);
+    // All four slots are free again: the retry of the same events is handed over whole.
+    await dispatchTransaction(db.pool, ctx, (client, handover) => dispatchEvents(client, evs, ctx, { handover }));
+    expect(pool.inFlight).toBe(4);
+    release.forEach((f) => f());
+  });
+
+  it('after stop() began, a committed handover is handed back pending with the attempt unspent', async () => {
+    const pool = await startPool(async () => undefined);
+    const ctx = context([endpoint('a', 100)], pool);
+    const evs = await insertEvents(2);
+    await dispatchTransaction(db.pool, ctx, async (client, handover) => {
+      const out = await dispatchEvents(client, evs, ctx, { handover });
+      // The stop lands between the insert and the commit.
+      void pool.stop();
+      return out;
+    });
+    const r = await rows();
+    expect(r.map((x) => [x.status, x.attempts, x.locked_by])).toEqual([
+      ['pending', 0, null],
+      ['pending', 0, null],
+    ]);
+  });
+
+  it('the outbox path: events committed by an application are delivered by the pool of the dispatching process', async () => {
+    const seen: string[] = [];
+    const pool = await startPool(async (job) => void seen.push(job.id), { concurrency: 16 });
+    const ctx = context([endpoint('a', 100)], pool);
+    const d = new EventDispatcher({ pool: db.pool, url: db.url, channel: 'public.acw_events', pollMs: 60_000, ctx, log: silentLogger });
+    await d.start();
+    stops.push(() => d.stop());
+    const c = await db.pool.connect();
+    try {
+      await c.query('begin');
+      await notifyMany(
+        c,
+        Array.from({ length: 40 }, (_, i) => ({ topic: 'order.paid', data: { i } })),
+      );
+      await c.query('commit');
+    } finally {
+      c.release();
+    }
+    await waitFor(async () => (await rows()).filter((x) => x.status === 'completed').length === 40, 5_000);
+    expect(new Set(seen).size).toBe(40);
+    const undispatched = await db.pool.query('select count(*)::int as n from events where dispatched_at is null');
+    expect(undispatched.rows[0].n).toBe(0);
+  });
+});
