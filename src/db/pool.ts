@@ -25,11 +25,20 @@ export function createPool(opts: { url: string; size: number; schema: string; lo
 /** The few calls every writer needs: a pool, a client inside a transaction, or the caller's client. */
 export type Queryable = Pick<pg.ClientBase, 'query'>;
 
+export interface TransactionOptions {
+  /**
+   * Commit without waiting for the WAL flush (`synchronous_commit = off`, this transaction only).
+   * Only for work that is redone, identically, if a database crash loses it.
+   */
+  asyncCommit?: boolean;
+}
+
 /** Run `fn` inside one transaction on a pooled client, rolling back on error. */
-export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>, opts: TransactionOptions = {}): Promise<T> {
   const client = await pool.connect();
   try {
-    await client.query('begin');
+    // One round trip either way: without parameters this goes as a simple query.
+    await client.query(opts.asyncCommit ? 'begin; set local synchronous_commit = off' : 'begin');
     const result = await fn(client);
     await client.query('commit');
     return result;

@@ -1,8 +1,8 @@
-import { randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { topicMatches, type Endpoint } from '../config/index.js';
 import type { Logger } from '../log.js';
-import { withTransaction } from '../db/pool.js';
+import { withTransaction, type TransactionOptions } from '../db/pool.js';
 import { insertJobs, type HoldOptions } from '../queue/store.js';
 import type { ClaimedJob, NewJob } from '../queue/types.js';
 import { buildBody } from '../webhook/sign.js';
@@ -101,11 +101,16 @@ export class Handover {
  * slots come back after a rollback. If a COMMIT's reply is lost the jobs may exist, running under
  * our worker id with nobody working them: the reaper hands them back when their lease runs out.
  */
-export async function dispatchTransaction<T>(pool: pg.Pool, ctx: DispatchContext, fn: (client: pg.PoolClient, h: Handover) => Promise<T>): Promise<T> {
+export async function dispatchTransaction<T>(
+  pool: pg.Pool,
+  ctx: DispatchContext,
+  fn: (client: pg.PoolClient, h: Handover) => Promise<T>,
+  opts: TransactionOptions = {},
+): Promise<T> {
   const handover = new Handover(ctx.adopter?.() ?? null);
   let result: T;
   try {
-    result = await withTransaction(pool, (client) => fn(client, handover));
+    result = await withTransaction(pool, (client) => fn(client, handover), opts);
   } catch (err) {
     handover.rollback();
     throw err;
@@ -130,6 +135,22 @@ export interface DispatchOptions {
   marked?: boolean;
 }
 
+/** The name-based (version 5) UUID namespace of webhook job ids. */
+const JOB_ID_NAMESPACE = Buffer.from('5b0f0c3e8a9d4c1e9f3a6d2b7e41c0a8', 'hex');
+
+/**
+ * The id of the `webhook.deliver` job of one event for one endpoint: a version 5 UUID of the two,
+ * so dispatching the same event again (after a database crash lost an asynchronous commit) makes
+ * the same jobs, and a receiver sees the same `X-ACW-Event-Id` on a repeated delivery.
+ */
+export function webhookJobId(eventId: string, endpoint: string): string {
+  const h = createHash('sha1').update(JOB_ID_NAMESPACE).update(`${eventId}\n${endpoint}`).digest();
+  h[6] = (h[6]! & 0x0f) | 0x50;
+  h[8] = (h[8]! & 0x3f) | 0x80;
+  const x = h.toString('hex', 0, 16);
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20, 32)}`;
+}
+
 /**
  * Fan events out, inside the caller's transaction: one in-app notification per recipient and one
  * `webhook.deliver` job per enabled endpoint whose whitelist matches, then mark them dispatched.
@@ -151,7 +172,7 @@ export async function dispatchEvents(
         topic: ev.topic,
         body: buildBody({ id: ev.id, topic: ev.topic, occurredAt: ev.created_at, data: ev.data }),
       };
-      const jobIds = matching.map(() => randomUUID());
+      const jobIds = matching.map((e) => webhookJobId(ev.id, e.name));
       matching.forEach((e, k) =>
         jobs.push({ id: jobIds[k], type: WEBHOOK_JOB, payload, maxAttempts: ctx.maxAttempts, eventId: ev.id, endpoint: e.name }),
       );

@@ -63,7 +63,10 @@ export class EventDispatcher {
       });
       const results = res.rows.length > 0 ? await dispatchEvents(client, res.rows, this.opts.ctx, { handover, marked: true }) : [];
       return res.rows.map((ev, i) => ({ topic: ev.topic, jobs: results[i]?.job_ids.length ?? 0 }));
-    });
+      // The events are already durable (the application's commit): should a database crash lose
+      // this commit, the events are undispatched again and the same dispatch is redone, with the
+      // same job ids (webhookJobId). So it need not wait for the WAL flush, one fsync less per event.
+    }, { asyncCommit: true });
     for (const d of done) if (d.jobs > 0) this.opts.onDispatched?.(d.topic, d.jobs);
     return done.length;
   }

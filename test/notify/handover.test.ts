@@ -2,7 +2,8 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Endpoint } from '../../src/config/index.js';
 import { silentLogger } from '../../src/log.js';
-import { dispatchEvents, dispatchTransaction, WEBHOOK_JOB, type DispatchContext, type EventRow } from '../../src/notify/dispatch.js';
+import { withTransaction } from '../../src/db/pool.js';
+import { dispatchEvents, dispatchTransaction, webhookJobId, WEBHOOK_JOB, type DispatchContext, type EventRow } from '../../src/notify/dispatch.js';
 import { EventDispatcher } from '../../src/notify/dispatcher.js';
 import { notifyMany } from '../../src/outbox.js';
 import { WorkerPool, type JobHandler } from '../../src/queue/worker.js';
@@ -204,5 +205,42 @@ describe('claim on dispatch', () => {
     expect(new Set(seen).size).toBe(40);
     const undispatched = await db.pool.query('select count(*)::int as n from events where dispatched_at is null');
     expect(undispatched.rows[0].n).toBe(0);
+  });
+});
+
+describe('redoable dispatch', () => {
+  it('job ids are version 5 UUIDs of event and endpoint: a redone dispatch makes the same jobs', async () => {
+    const ctx = context([endpoint('a', 100), endpoint('b', 100)], null);
+    const evs = await insertEvents(2);
+    const first = await dispatchTransaction(db.pool, ctx, (client, handover) => dispatchEvents(client, evs, ctx, { handover }));
+    const ids = first.flatMap((r) => r.job_ids);
+    expect(ids).toHaveLength(4);
+    expect(new Set(ids).size).toBe(4);
+    for (const id of ids) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(first[0]!.job_ids).toEqual([webhookJobId(evs[0]!.id, 'a'), webhookJobId(evs[0]!.id, 'b')]);
+    // What a database crash that lost the (asynchronous) dispatch commit leaves behind.
+    await db.pool.query('truncate jobs');
+    await db.pool.query('update events set dispatched_at = null');
+    const again = await dispatchTransaction(db.pool, ctx, (client, handover) => dispatchEvents(client, evs, ctx, { handover }));
+    expect(again.flatMap((r) => r.job_ids)).toEqual(ids);
+    const stored = await db.pool.query<{ id: string }>('select id from jobs');
+    expect(stored.rows.map((r) => r.id).toSorted()).toEqual(ids.toSorted());
+  });
+
+  it('asyncCommit turns synchronous_commit off for that transaction only', async () => {
+    const show = async (c: pg.ClientBase) => (await c.query<{ synchronous_commit: string }>('show synchronous_commit')).rows[0]!.synchronous_commit;
+    const pool = new pg.Pool({ connectionString: db.url, max: 1 });
+    try {
+      expect(await withTransaction(pool, show, { asyncCommit: true })).toBe('off');
+      expect(await withTransaction(pool, show)).toBe('on');
+      const c = await pool.connect();
+      try {
+        expect(await show(c)).toBe('on');
+      } finally {
+        c.release();
+      }
+    } finally {
+      await pool.end();
+    }
   });
 });
