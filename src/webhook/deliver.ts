@@ -1,6 +1,6 @@
 import type { Dispatcher } from 'undici';
 import type { Endpoint } from '../config/index.js';
-import type { Logger } from '../log.js';
+import { hotLogger, type Logger } from '../log.js';
 import type { DeliverPayload } from '../notify/dispatch.js';
 import type { Finished } from '../queue/flusher.js';
 import type { AttemptRecord, ClaimedJob, JobOutcome } from '../queue/types.js';
@@ -46,7 +46,8 @@ export function createDeliverHandler(opts: DeliverOptions): JobHandler {
     if (!isPayload(job.payload)) return { kind: 'permanent', error: 'payload has no body/topic: not a webhook.deliver job' };
     const { body, topic } = job.payload;
     const timestamp = Math.floor(Date.now() / 1000);
-    const headers = buildHeaders({ scheme: ep.scheme, secret: ep.secret, jobId: job.id, topic, body, timestamp, extra: { ...ep.headers } });
+    // buildHeaders only reads `extra`: no copy of the endpoint's headers per attempt.
+    const headers = buildHeaders({ scheme: ep.scheme, secret: ep.secret, jobId: job.id, topic, body, timestamp, extra: ep.headers });
     const sent = await sendWebhook({ dispatcher: opts.dispatcher, url: ep.url, headers, body, timeoutMs: ep.timeout, signal });
     const o = sent.outcome;
     const attempt: AttemptRecord = {
@@ -65,12 +66,15 @@ export function createDeliverHandler(opts: DeliverOptions): JobHandler {
   };
 }
 
-/** One `webhook.attempt` line per attempt, once its outcome is written (so it can say what comes next). */
+/**
+ * One `webhook.attempt` line per attempt, once its outcome is written (so it can say what comes next).
+ * Flat, known-safe fields only, so it goes through the logger's hot sibling (no wildcard redaction).
+ */
 export function logAttempt(log: Logger, f: Finished, changed: boolean, nextRunAt: Date | undefined): void {
   const a = f.outcome.attempt;
   if (!a || f.job.type !== 'webhook.deliver') return;
   const final = f.outcome.kind === 'complete' ? 'completed' : f.outcome.kind === 'release' ? 'released' : nextRunAt ? 'retry' : 'dead';
-  log.info(
+  hotLogger(log).info(
     {
       event: 'webhook.attempt',
       job_id: f.job.id,

@@ -9,7 +9,8 @@ const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
 /** `sha256=<hex>` of HMAC-SHA256(secret, `<ts>.` + body): the `X-ACW-Signature` value (spec §4). */
 export function signAcw(secret: string, timestamp: number, body: string): string {
   assertTimestamp(timestamp);
-  const mac = createHmac('sha256', Buffer.from(secret, 'utf8')).update(`${timestamp}.`).update(body, 'utf8');
+  // A string key is taken as its UTF-8 bytes, as Buffer.from(secret, 'utf8') would give.
+  const mac = createHmac('sha256', secret).update(`${timestamp}.`).update(body, 'utf8');
   return `sha256=${mac.digest('hex')}`;
 }
 
@@ -44,8 +45,8 @@ export interface BuildHeadersOptions {
   body: string;
   /** Unix seconds when this attempt is signed. */
   timestamp: number;
-  /** Endpoint-configured headers; they can never replace a protocol header. */
-  extra?: Record<string, string>;
+  /** Endpoint-configured headers; they can never replace a protocol header. Only read. */
+  extra?: Readonly<Record<string, string>>;
 }
 
 // Headers the protocol owns (either scheme) or that undici must compute/rejects: an endpoint's
@@ -56,14 +57,19 @@ const RESERVED = new Set([
   'host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'expect', 'te', 'trailer',
 ]);
 
+const USER_AGENT = `acw-webhooks/${VERSION}`;
+
 /** The request headers for one attempt: endpoint extras first, then the protocol headers (spec §4). */
 export function buildHeaders(opts: BuildHeadersOptions): Record<string, string> {
   const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(opts.extra ?? {})) {
-    if (!RESERVED.has(name.toLowerCase())) headers[name] = value;
+  const extra = opts.extra;
+  if (extra) {
+    for (const name of Object.keys(extra)) {
+      if (!RESERVED.has(name.toLowerCase())) headers[name] = extra[name] as string;
+    }
   }
   headers['content-type'] = 'application/json';
-  headers['user-agent'] = `acw-webhooks/${VERSION}`;
+  headers['user-agent'] = USER_AGENT;
   headers['X-ACW-Topic'] = opts.topic;
   if (opts.scheme === 'acw') {
     headers['X-ACW-Event-Id'] = opts.jobId;
