@@ -1,4 +1,5 @@
-import { Agent, request, type Dispatcher } from 'undici';
+import type { IncomingHttpHeaders } from 'node:http';
+import { Agent, errors, type Dispatcher } from 'undici';
 import { classifyError, classifyResponse, type AttemptOutcome } from './classify.js';
 
 /** How much of a response body is kept (for the attempts table and logs). */
@@ -30,85 +31,214 @@ class AttemptTimeoutError extends Error {
   }
 }
 
-/** One POST attempt. Never throws: every failure becomes an outcome. */
-export async function sendWebhook(opts: SendOptions): Promise<SendResult> {
-  const started = performance.now();
-  const elapsed = (): number => Math.round(performance.now() - started);
+/** The reason the connection is dropped once the kept prefix is full: the rest is never waited for. */
+class PrefixReadError extends Error {
+  override name = 'AbortError';
+  constructor() {
+    super('response body prefix read; the rest is not wanted');
+  }
+}
+
+/**
+ * One POST attempt. Never throws: every failure becomes an outcome.
+ *
+ * Dispatched straight to the dispatcher with a handler of our own rather than through undici's
+ * `request()`: no AbortController per attempt, no response Readable and no async iterator over it.
+ * One timer carries the whole-attempt budget, one listener (removed at the end) the caller's signal.
+ */
+export function sendWebhook(opts: SendOptions): Promise<SendResult> {
   const caller = opts.signal;
   if (caller?.aborted) {
-    return { outcome: abortedOutcome(caller.reason), durationMs: 0, responseBody: '' };
+    return Promise.resolve({ outcome: abortedOutcome(caller.reason), durationMs: 0, responseBody: '' });
   }
+  return new Promise((resolve) => new Attempt(opts, resolve).start());
+}
 
-  // One controller for both causes; a listener (removed afterwards) rather than AbortSignal.any,
-  // whose signals have leaked when combined with a long-lived one on Node 20.
-  const controller = new AbortController();
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    controller.abort(new AttemptTimeoutError(opts.timeoutMs));
-  }, opts.timeoutMs);
-  const onCallerAbort = (): void => controller.abort(caller?.reason);
-  caller?.addEventListener('abort', onCallerAbort, { once: true });
+type Target = { origin: string; path: string } | { error: unknown };
 
-  let status: number | undefined;
-  let responseBody = '';
-  const chunks: Buffer[] = [];
-  try {
-    const res = await request(opts.url, {
-      dispatcher: opts.dispatcher,
-      method: 'POST',
-      headers: opts.headers,
-      body: opts.body,
-      signal: controller.signal,
-      // Never a reason to retry silently: a webhook POST is not idempotent for the receiver.
-      idempotent: false,
-      // The overall timer rules; these only keep undici's own timers from firing first with defaults.
-      headersTimeout: opts.timeoutMs,
-      bodyTimeout: opts.timeoutMs,
-    });
-    status = res.statusCode;
-    responseBody = await readPrefix(res.body, RESPONSE_BODY_LIMIT, chunks);
-    return { outcome: classifyResponse(res.statusCode, res.headers), durationMs: elapsed(), responseBody };
-  } catch (err) {
-    responseBody = bodyText(chunks);
-    // A 2xx status means the receiver took it: a body that stalls or breaks afterwards changes nothing.
-    if (status !== undefined && status >= 200 && status < 300) {
-      return { outcome: { kind: 'delivered', status }, durationMs: elapsed(), responseBody };
+/** Endpoint URLs are few and fixed: parse each once. Bounded, in case URLs ever come from elsewhere. */
+const targets = new Map<string, Target>();
+const TARGET_CACHE_MAX = 1024;
+
+function target(url: string): Target {
+  let t = targets.get(url);
+  if (t === undefined) {
+    try {
+      // As undici's request() does (util.parseURL), which this bypasses.
+      const u = new URL(url);
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') {
+        throw new errors.InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.');
+      }
+      t = { origin: u.origin, path: u.search ? `${u.pathname}${u.search}` : u.pathname };
+    } catch (error) {
+      t = { error };
     }
-    let outcome: AttemptOutcome;
-    // The controller's state says which abort happened; undici may surface either reason or its own error.
-    if (controller.signal.aborted && !timedOut) outcome = abortedOutcome(caller?.reason);
-    else if (timedOut) outcome = { kind: 'retry', errorKind: 'timeout', message: `no complete response within ${opts.timeoutMs} ms` };
-    else outcome = classifyError(err);
-    if (status !== undefined && outcome.kind !== 'delivered') outcome.status = status;
-    return { outcome, durationMs: elapsed(), responseBody };
-  } finally {
-    clearTimeout(timer);
-    caller?.removeEventListener('abort', onCallerAbort);
+    if (targets.size >= TARGET_CACHE_MAX) targets.clear();
+    targets.set(url, t);
   }
+  return t;
+}
+
+/** One attempt's state, and the undici handler for it. Settles exactly once (`finish`). */
+class Attempt implements Dispatcher.DispatchHandler {
+  private readonly started = performance.now();
+  private controller: Dispatcher.DispatchController | null = null;
+  private timer: NodeJS.Timeout | undefined;
+  /** Set once settled; a later abort of the request (timeout, caller, prefix full) carries it. */
+  private abortReason: Error | null = null;
+  private status: number | undefined;
+  private headers: IncomingHttpHeaders | undefined;
+  private first: Buffer | undefined;
+  private chunks: Buffer[] | undefined;
+  private size = 0;
+
+  constructor(
+    private readonly opts: SendOptions,
+    private readonly resolve: (r: SendResult) => void,
+  ) {}
+
+  start(): void {
+    const t = target(this.opts.url);
+    if ('error' in t) {
+      this.settle(classifyError(t.error), null);
+      return;
+    }
+    this.timer = setTimeout(this.onTimeout, this.opts.timeoutMs);
+    this.opts.signal?.addEventListener('abort', this.onCallerAbort);
+    try {
+      // dispatch() reports a bad request (invalid header) through onResponseError, synchronously.
+      this.opts.dispatcher.dispatch(
+        {
+          origin: t.origin,
+          path: t.path,
+          method: 'POST',
+          headers: this.opts.headers,
+          body: this.opts.body,
+          // Never a reason to retry silently: a webhook POST is not idempotent for the receiver.
+          idempotent: false,
+          // The attempt's timer rules; these only keep undici's own timers from firing first with defaults.
+          headersTimeout: this.opts.timeoutMs,
+          bodyTimeout: this.opts.timeoutMs,
+        },
+        this,
+      );
+    } catch (err) {
+      this.onResponseError(null, err as Error);
+    }
+  }
+
+  // --- the whole-attempt timer and the caller's signal (arrow properties: passed as callbacks)
+
+  private readonly onTimeout = (): void => {
+    this.timer = undefined;
+    if (this.abortReason) return;
+    const status = this.status;
+    let outcome: AttemptOutcome;
+    // A 2xx status means the receiver took it: a body that stalls afterwards changes nothing.
+    if (status !== undefined && isSuccess(status)) outcome = { kind: 'delivered', status };
+    else {
+      outcome = { kind: 'retry', errorKind: 'timeout', message: `no complete response within ${this.opts.timeoutMs} ms` };
+      if (status !== undefined) outcome.status = status;
+    }
+    this.settle(outcome, new AttemptTimeoutError(this.opts.timeoutMs));
+  };
+
+  private readonly onCallerAbort = (): void => {
+    if (this.abortReason) return;
+    const status = this.status;
+    const reason: unknown = this.opts.signal?.reason;
+    let outcome: AttemptOutcome;
+    if (status !== undefined && isSuccess(status)) outcome = { kind: 'delivered', status };
+    else {
+      outcome = abortedOutcome(reason);
+      if (status !== undefined) outcome.status = status;
+    }
+    this.settle(outcome, reason instanceof Error ? reason : new errors.RequestAbortedError());
+  };
+
+  // --- undici's handler
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    // Settled while the request waited for a connection: drop it now.
+    if (this.abortReason) controller.abort(this.abortReason);
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    if (this.abortReason || statusCode < 200) return; // 1xx: informational, the real answer follows
+    this.status = statusCode;
+    this.headers = headers;
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.abortReason) return;
+    const take = Math.min(chunk.length, RESPONSE_BODY_LIMIT - this.size);
+    const part = take === chunk.length ? chunk : chunk.subarray(0, take);
+    if (this.first === undefined) this.first = part;
+    else (this.chunks ??= [this.first]).push(part);
+    this.size += take;
+    if (this.size >= RESPONSE_BODY_LIMIT) {
+      // Enough kept: answer now and close this connection rather than wait for a huge body. The
+      // abort runs after the parser's callback returns (as a destroyed body stream's would).
+      controller.pause();
+      this.settle(this.responseOutcome(), new PrefixReadError());
+    }
+  }
+
+  onResponseEnd(): void {
+    if (this.abortReason) return;
+    this.settle(this.responseOutcome(), null);
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | null, err: Error): void {
+    if (this.abortReason) return;
+    const status = this.status;
+    let outcome: AttemptOutcome;
+    if (status !== undefined && isSuccess(status)) outcome = { kind: 'delivered', status };
+    else {
+      outcome = classifyError(err);
+      if (status !== undefined) outcome.status = status;
+    }
+    this.settle(outcome, null);
+  }
+
+  // ---
+
+  private responseOutcome(): AttemptOutcome {
+    // onResponseStart has run when the body or its end arrives.
+    return classifyResponse(this.status ?? 0, this.headers);
+  }
+
+  /**
+   * Resolves the attempt once, clears the timer and the caller listener, and (with an `abort`
+   * reason) drops the request: now if it is on a socket, else as soon as undici starts it.
+   */
+  private settle(outcome: AttemptOutcome, abort: Error | null): void {
+    this.abortReason = abort ?? SETTLED;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.opts.signal?.removeEventListener('abort', this.onCallerAbort);
+    this.resolve({ outcome, durationMs: Math.round(performance.now() - this.started), responseBody: this.bodyText() });
+    const controller = this.controller;
+    if (abort && controller && !controller.aborted) queueMicrotask(() => controller.abort(abort));
+  }
+
+  private bodyText(): string {
+    if (this.first === undefined) return '';
+    const text = (this.chunks ? Buffer.concat(this.chunks) : this.first).toString('utf8');
+    return text.includes('\u0000') ? text.replaceAll('\u0000', '') : text;
+  }
+}
+
+/** Marks an attempt settled without aborting the request (it ended by itself). */
+const SETTLED = new Error('settled');
+
+function isSuccess(status: number): boolean {
+  return status >= 200 && status < 300;
 }
 
 function abortedOutcome(reason: unknown): AttemptOutcome {
   const why = reason instanceof Error && reason.message ? `: ${reason.message.slice(0, 200)}` : '';
   return { kind: 'retry', errorKind: 'aborted', message: `attempt aborted by the worker (shutdown or lease lost)${why}` };
-}
-
-/** Reads up to `limit` bytes, then destroys the stream so a huge body is never waited for. */
-async function readPrefix(body: Dispatcher.ResponseData['body'], limit: number, chunks: Buffer[]): Promise<string> {
-  let size = 0;
-  // Leaving the loop early (break) destroys the body, which closes that connection.
-  for await (const chunk of body as AsyncIterable<Buffer>) {
-    const take = Math.min(chunk.length, limit - size);
-    chunks.push(take === chunk.length ? chunk : chunk.subarray(0, take));
-    size += take;
-    if (size >= limit) break;
-  }
-  if (!body.destroyed && !body.readableEnded) body.destroy();
-  return bodyText(chunks);
-}
-
-function bodyText(chunks: Buffer[]): string {
-  return Buffer.concat(chunks).toString('utf8').replaceAll('\u0000', '');
 }
 
 export interface DeliveryAgentOptions {
