@@ -19,8 +19,8 @@ interface ClaimRow {
   lease_expires_ms: number;
   event_id: string | null;
   endpoint: string | null;
-  created_at: Date;
-  parked_since: Date | null;
+  created_ms: number;
+  parked_since_ms: number | null;
   db_now_ms: number;
 }
 
@@ -40,7 +40,8 @@ export interface ClaimOptions {
 
 const RETURNING = `j.id, j.type, j.payload, j.attempts, j.max_attempts, j.lease_token,
   extract(epoch from j.lease_expires_at)::float8 * 1000 as lease_expires_ms,
-  j.event_id, j.endpoint, j.created_at, j.parked_since, extract(epoch from now())::float8 * 1000 as db_now_ms`;
+  j.event_id, j.endpoint, extract(epoch from j.created_at)::float8 * 1000 as created_ms,
+  extract(epoch from j.parked_since)::float8 * 1000 as parked_since_ms, extract(epoch from now())::float8 * 1000 as db_now_ms`;
 
 const SET_RUNNING = `status = 'running', locked_by = $1, lease_token = gen_random_uuid(),
   lease_expires_at = now() + $2 * interval '1 millisecond', attempts = j.attempts + 1, updated_at = now()`;
@@ -113,8 +114,8 @@ function toClaimed(r: ClaimRow, localNow: number): ClaimedJob {
     leaseExpiresAt: r.lease_expires_ms - offset,
     eventId: r.event_id,
     endpoint: r.endpoint,
-    createdAt: r.created_at,
-    parkedSince: r.parked_since,
+    createdAt: new Date(r.created_ms),
+    parkedSince: r.parked_since_ms === null ? null : new Date(r.parked_since_ms),
   };
 }
 
@@ -224,28 +225,34 @@ interface AttemptArrays {
 }
 
 function attemptArrays(items: ReadonlyArray<{ held: Held; attempt?: AttemptRecord | undefined }>): AttemptArrays | null {
-  const rows = items.filter((i) => i.attempt);
+  const rows: unknown[] = [];
+  for (const i of items) {
+    const a = i.attempt;
+    if (!a) continue;
+    rows.push({
+      job_id: i.held.id,
+      lease_token: i.held.leaseToken,
+      attempt: a.attempt,
+      endpoint: a.endpoint,
+      status_code: a.statusCode,
+      error_kind: a.errorKind,
+      error: a.error,
+      duration_ms: Math.round(a.durationMs),
+      response_body: a.responseBody,
+      aborted: a.aborted === true,
+    });
+  }
   if (rows.length === 0) return null;
-  const a = rows.map((r) => r.attempt as AttemptRecord);
+  // One json parameter built by one JSON.stringify: far cheaper for the worker than ten arrays
+  // serialised element by element, and json (not jsonb) is parsed once by the server.
   return {
-    values: [
-      rows.map((r) => r.held.id),
-      rows.map((r) => r.held.leaseToken),
-      a.map((x) => x.attempt),
-      a.map((x) => x.endpoint),
-      a.map((x) => x.statusCode),
-      a.map((x) => x.errorKind),
-      a.map((x) => x.error),
-      a.map((x) => Math.round(x.durationMs)),
-      a.map((x) => x.responseBody),
-      a.map((x) => x.aborted === true),
-    ],
+    values: [JSON.stringify(rows)],
     cte: (n) => `, att as (
       insert into webhook_attempts (job_id, lease_token, attempt, endpoint, status_code, error_kind, error, duration_ms, response_body, aborted, lease_lost)
       select a.job_id, a.lease_token, a.attempt, a.endpoint, a.status_code, a.error_kind, a.error, a.duration_ms, a.response_body, a.aborted, upd.id is null
-      from unnest($${n}::uuid[], $${n + 1}::uuid[], $${n + 2}::int[], $${n + 3}::text[], $${n + 4}::int[], $${n + 5}::text[], $${n + 6}::text[],
-                  $${n + 7}::int[], $${n + 8}::text[], $${n + 9}::boolean[])
-        as a(job_id, lease_token, attempt, endpoint, status_code, error_kind, error, duration_ms, response_body, aborted)
+      from json_to_recordset($${n}::json)
+        as a(job_id uuid, lease_token uuid, attempt int, endpoint text, status_code int, error_kind text, error text, duration_ms int,
+             response_body text, aborted boolean)
       left join upd on upd.id = a.job_id
       on conflict (job_id, lease_token) do nothing)`,
   };
