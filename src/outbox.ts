@@ -69,15 +69,19 @@ export async function notify(db: OutboxDb, topic: string, data: unknown, opts: O
   return String(res.rows[0]?.id);
 }
 
-/** Record many events in one statement, in the caller's transaction; resolves with their ids in order. */
+/**
+ * Record many events in one statement, in the caller's transaction; resolves with their ids in order.
+ * One set-based insert and one NOTIFY for the whole batch (`acw_notify_many`, migration 0003), with the
+ * same answers as `notify()` called for each event in turn: a key already taken, by an earlier event or
+ * earlier in the same batch, answers with the event holding it and writes nothing.
+ */
 export async function notifyMany(db: OutboxDb, events: readonly OutboxEvent[], opts: { schema?: string } = {}): Promise<string[]> {
   if (events.length === 0) return [];
   const evs = events.map((e, i) => validate(e, `events[${i}].`));
-  const res = await db.query(
-    `select ${schemaOf(opts.schema)}.acw_notify(e->>'topic', e->'data',
-        array(select jsonb_array_elements_text(coalesce(e->'recipients', '[]'))), e->>'idempotency_key') as id
-     from jsonb_array_elements($1::jsonb) with ordinality as t(e, n) order by n`,
-    [JSON.stringify(evs)],
-  );
-  return res.rows.map((r) => String(r.id));
+  const res = await db.query(`select ${schemaOf(opts.schema)}.acw_notify_many($1::jsonb) as ids`, [JSON.stringify(evs)]);
+  const ids: unknown = res.rows[0]?.ids;
+  if (!Array.isArray(ids) || ids.length !== evs.length) {
+    throw new Error(`acw_notify_many answered ${Array.isArray(ids) ? `${ids.length} ids` : 'no ids'} for ${evs.length} events`);
+  }
+  return ids.map(String);
 }
