@@ -57,6 +57,12 @@ async function startPool(handler: JobHandler, opts: { concurrency?: number; caps
   });
   await wp.start();
   stops.push(() => wp.stop());
+  // The pool's first claim runs at start; while a claim is in flight no slot is handed over.
+  await waitFor(() => {
+    if (!wp.reserve(WEBHOOK_JOB, null)) return false;
+    wp.unreserve([null]);
+    return true;
+  }, 5_000);
   return wp;
 }
 
@@ -160,9 +166,12 @@ describe('claim on dispatch', () => {
     ).rejects.toThrow('boom');
     expect(await rows()).toEqual([]);
     expect(pool.inFlight).toBe(0);
-    // All four slots are free again: the retry of the same events is handed over whole.
+    // All four slots are free again. (Had they leaked, the pool would see no free slot and take
+    // nothing.) The retry's jobs reach the pool, handed over or, if the claim loop that the
+    // returned slots woke is still running, inserted pending and claimed.
     await dispatchTransaction(db.pool, ctx, (client, handover) => dispatchEvents(client, evs, ctx, { handover }));
-    expect(pool.inFlight).toBe(4);
+    await waitFor(() => pool.inFlight === 4, 5_000);
+    expect((await rows()).map((x) => x.status)).toEqual(['running', 'running', 'running', 'running']);
     release.forEach((f) => f());
   });
 
