@@ -114,6 +114,11 @@ export class WorkerPool {
     return this.running.size;
   }
 
+  /** A claim is in flight (reserve() hands out no slot meanwhile). */
+  get claiming(): boolean {
+    return this.claimingFree > 0;
+  }
+
   /** Lease length jobs inserted for adopt() must be given. */
   get leaseMs(): number {
     return this.opts.leaseMs;

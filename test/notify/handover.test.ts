@@ -58,11 +58,7 @@ async function startPool(handler: JobHandler, opts: { concurrency?: number; caps
   await wp.start();
   stops.push(() => wp.stop());
   // The pool's first claim runs at start; while a claim is in flight no slot is handed over.
-  await waitFor(() => {
-    if (!wp.reserve(WEBHOOK_JOB, null)) return false;
-    wp.unreserve([null]);
-    return true;
-  }, 5_000);
+  await waitFor(() => !wp.claiming, 5_000);
   return wp;
 }
 
