@@ -203,6 +203,8 @@ export async function prepareWorker({ url, receiverUrl, variant, mode, onHandled
   const handlers = mode === 'noop' ? { [NOOP_TYPE]: async () => void onHandled(1) } : undefined;
   return {
     async start() {
+      // What `acw-webhooks serve` / `worker` do before starting the service.
+      (await dist('runtime.js')).tuneHeapForService();
       svc = await Service.start({ config, log, ...(handlers ? { handlers } : {}) });
       if (!httpMod) return {};
       app = await httpMod.createHttpServer(svc, { mode: 'serve' });

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { parseListen } from '../../config/index.js';
 import { createHttpServer, listenHttp } from '../../http/server.js';
 import { createLogger } from '../../log.js';
+import { tuneHeapForService } from '../../runtime.js';
 import { Service } from '../../service.js';
 import { EXIT, ExitError, readConfig, type GlobalOptions } from '../context.js';
 
@@ -22,6 +23,7 @@ async function run(mode: 'serve' | 'worker', o: ServeOptions): Promise<void> {
     throw new ExitError(EXIT.usage, `--listen: ${(err as Error).message}`);
   }
   const log = createLogger({ level: config.log.level });
+  tuneHeapForService();
   const svc = await Service.start({ config, log });
   let app;
   try {

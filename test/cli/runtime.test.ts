@@ -1,0 +1,37 @@
+import { spawnSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { tuneHeapForService } from '../../src/runtime.js';
+
+describe('heap growth of the long-running commands', () => {
+  it('is applied unless the operator set a heap flag of their own', () => {
+    expect(tuneHeapForService({}, [])).toBe(true);
+    expect(tuneHeapForService({ NODE_OPTIONS: '--enable-source-maps' }, ['--no-warnings'])).toBe(true);
+    expect(tuneHeapForService({ NODE_OPTIONS: '--max-old-space-size=4096' }, [])).toBe(false);
+    expect(tuneHeapForService({}, ['--max-semi-space-size=32'])).toBe(false);
+    expect(tuneHeapForService({ NODE_OPTIONS: '--heap-growing-percent=50' }, [])).toBe(false);
+  });
+
+  it('keeps the old generation near its live size while garbage is made fast', () => {
+    // The same churn (a live set, and garbage that lives long enough to be promoted before it
+    // dies, as in-flight deliveries do) with and without the setting, each in a fresh process.
+    const script = `
+      const { tuneHeapForService } = await import(${JSON.stringify(new URL('../../dist/runtime.js', import.meta.url).href)});
+      if (process.argv[1] === 'tuned') tuneHeapForService({}, []);
+      const live = Array.from({ length: 100_000 }, (_, i) => ({ i, s: 'live-' + i, a: [i] }));
+      let peak = 0; const ring = new Array(200_000);
+      for (let i = 0; i < 4_000_000; i++) {
+        ring[i % ring.length] = { i, s: 'garbage-' + i, a: [i, i] };
+        if (i % 5_000 === 0) peak = Math.max(peak, process.memoryUsage().heapTotal);
+      }
+      process.stdout.write(String(Math.round(peak / 1e6) + live.length * 0));`;
+    const run = (mode: string): number => {
+      const r = spawnSync(process.execPath, ['--input-type=module', '-e', script, mode], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } });
+      expect(r.status, r.stderr).toBe(0);
+      return Number(r.stdout);
+    };
+    const plain = run('plain');
+    const tuned = run('tuned');
+    // Measured here: 266 MB without, 152 MB with.
+    expect(tuned).toBeLessThan(plain * 0.8);
+  });
+});
