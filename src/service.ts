@@ -160,8 +160,9 @@ export class Service {
         this.metrics.jobFinished(f, changed, next);
       },
     });
-    await this.dispatcher.start();
+    // Workers first: the dispatcher hands jobs to them from its first batch on.
     await this.workers.start();
+    await this.dispatcher.start();
     this.scheduler.start();
   }
 
