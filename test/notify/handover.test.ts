@@ -213,6 +213,8 @@ describe('claim on dispatch', () => {
   });
 });
 
+const show = async (c: pg.ClientBase) => (await c.query<{ synchronous_commit: string }>('show synchronous_commit')).rows[0]!.synchronous_commit;
+
 describe('redoable dispatch', () => {
   it('job ids are version 5 UUIDs of event and endpoint: a redone dispatch makes the same jobs', async () => {
     const ctx = context([endpoint('a', 100), endpoint('b', 100)], null);
@@ -233,7 +235,6 @@ describe('redoable dispatch', () => {
   });
 
   it('asyncCommit turns synchronous_commit off for that transaction only', async () => {
-    const show = async (c: pg.ClientBase) => (await c.query<{ synchronous_commit: string }>('show synchronous_commit')).rows[0]!.synchronous_commit;
     const pool = new pg.Pool({ connectionString: db.url, max: 1 });
     try {
       expect(await withTransaction(pool, show, { asyncCommit: true })).toBe('off');
