@@ -168,7 +168,9 @@ describe('worker pool', () => {
         quick: async (_j, { signal }) => sleep(100, signal),
         slow: async (_j, { signal }) => sleep(60_000, signal),
       },
-      { shutdownGraceMs: 500 },
+      // Far above the quick jobs' 100 ms, so a loaded machine (CI runs files in parallel) cannot
+      // push them past the grace.
+      { shutdownGraceMs: 1_500 },
     );
     await wp.start();
     await enqueueJobs(
