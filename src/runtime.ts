@@ -6,7 +6,8 @@ import v8 from 'node:v8';
  * (about 20 MB live while it delivers thousands of webhooks a second); with V8's own growth factor
  * (up to 4x, chosen from the allocation rate) its heap grew to ~100 MB of mostly garbage between
  * major collections. At 15% the peak RSS measured 123 MB instead of 157 MB for about 6% more
- * worker CPU (bench/README.md).
+ * worker CPU (bench/README.md). Measured on Node 20 (V8 11.3); Node 24's V8 13 does not let the flag
+ * restrain old-space growth, so there it is a harmless no-op.
  */
 export const HEAP_GROWING_PERCENT = 15;
 
