@@ -11,7 +11,7 @@ import v8 from 'node:v8';
  */
 export const HEAP_GROWING_PERCENT = 15;
 
-const HEAP_FLAGS = /--(?:max-old-space-size|max-heap-size|max-semi-space-size|heap-growing-percent)\b/;
+const HEAP_FLAGS = /--(?:max[-_]old[-_]space[-_]size|max[-_]heap[-_]size|max[-_]semi[-_]space[-_]size|heap[-_]growing[-_]percent)\b/;
 
 /**
  * Apply HEAP_GROWING_PERCENT to this process unless the operator chose heap settings of their own

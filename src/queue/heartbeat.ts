@@ -18,7 +18,7 @@ export interface HeartbeatOptions {
   pool: pg.Pool;
   leaseMs: number;
   log: Logger;
-  /** The jobs held now; read at every tick. */
+  /** The jobs held now, by lease token; read at every tick. */
   running: ReadonlyMap<string, Running>;
   /** False once there is nothing left to keep alive (the pool stopped and drained). */
   needed: () => boolean;
@@ -95,7 +95,7 @@ export class Heartbeat {
         this.renewing = false;
         for (const r of held) {
           // Finished while the renewal was under way: its outcome write settles it, not this.
-          if (running.get(r.job.id) !== r) continue;
+          if (running.get(r.job.leaseToken) !== r) continue;
           const exp = renewed.get(r.job.id);
           if (exp === undefined) this.lose(r, 'lease renewal updated no row');
           else r.expiresAt = exp;

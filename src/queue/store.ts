@@ -129,7 +129,8 @@ export interface HoldOptions {
 
 /**
  * Insert many jobs in one statement, with one constant-payload NOTIFY for the lot (delivered at
- * commit). Delayed jobs notify too, so idle workers learn when to set their timer.
+ * commit). Delayed jobs notify too, so idle workers learn when to set their timer. A job given an
+ * id that exists already is skipped, and its id is not among those returned.
  */
 export async function enqueueJobs(db: Queryable, jobs: readonly NewJob[], channel: string): Promise<string[]> {
   return (await insertJobs(db, jobs, channel)).ids;
@@ -149,10 +150,15 @@ interface InsertRow {
 }
 
 /**
- * enqueueJobs, where the jobs named in `hold` go in as `running` with a fresh lease for `hold.workerId`
- * (one attempt spent, as a claim would): the caller hands them to its worker pool after commit,
- * which saves a claim and a NOTIFY hop per job. Should the process die first, the reaper hands them
- * back when the lease runs out, as after any claim. The NOTIFY goes out only when a job is pending.
+ * enqueueJobs, where the jobs named in `hold` go in as `running` with a fresh lease for
+ * `hold.workerId` (one attempt spent, as a claim would): the caller hands them to its worker pool
+ * after commit, which saves a claim and a NOTIFY hop per job. Should the process die first, the
+ * reaper hands them back when the lease runs out, as after any claim. The NOTIFY goes out only
+ * when a job is pending. Leases run from the insert itself (clock_timestamp), not from the start
+ * of a transaction that may have run for a while.
+ *
+ * A job whose id exists already is left as it is and not returned: a webhook job's id is fixed by
+ * its event and endpoint, and an event dispatched again must not fail its whole batch.
  */
 export async function insertJobs(db: Queryable, jobs: readonly NewJob[], channel: string, hold?: HoldOptions): Promise<InsertedJobs> {
   if (jobs.length === 0) return { ids: [], held: [] };
@@ -165,11 +171,12 @@ export async function insertJobs(db: Queryable, jobs: readonly NewJob[], channel
         now() + t.delay * interval '1 millisecond', t.event_id, t.endpoint,
         case when t.held then 'running' else 'pending' end, case when t.held then 1 else 0 end,
         case when t.held then $10 end, case when t.held then gen_random_uuid() end,
-        case when t.held then now() + $11 * interval '1 millisecond' end
+        case when t.held then clock_timestamp() + $11 * interval '1 millisecond' end
       from unnest($8::uuid[], $1::text[], $2::jsonb[], $3::int[], $4::int[], $5::uuid[], $6::text[], $9::boolean[])
         as t(id, type, payload, max_attempts, delay, event_id, endpoint, held)
+      on conflict (id) do nothing
       returning id, lease_token, extract(epoch from lease_expires_at)::float8 * 1000 as lease_expires_ms)
-    select ins.*, extract(epoch from now())::float8 * 1000 as db_now_ms
+    select ins.*, extract(epoch from clock_timestamp())::float8 * 1000 as db_now_ms
     from ins, (select case when bool_or(not h) then pg_notify($7, '') end from unnest($9::boolean[]) h) n`,
     values: [
       jobs.map((j) => j.type),

@@ -62,7 +62,10 @@ export function makeWorkerId(): string {
 export class WorkerPool {
   readonly workerId: string;
   private readonly log: Logger;
+  /** Jobs held, by lease token: one job id can be held twice for a moment (see run()). */
   private readonly running = new Map<string, Running>();
+  /** The newest entry per job id. */
+  private readonly byJobId = new Map<string, Running>();
   /** Jobs running or reserved, per endpoint (what the per-endpoint caps count). */
   private readonly perEndpoint = new Map<string, number>();
   /** Slots taken by reserve() for jobs being inserted as running, not yet adopted or given back. */
@@ -241,6 +244,8 @@ export class WorkerPool {
     const out = new Map<string, number>();
     for (const [ep, max] of limits) out.set(ep, max - (this.perEndpoint.get(ep) ?? 0));
     for (const ep of this.unknownEndpoints) out.set(ep, this.opts.concurrency);
+    // Taken in the same tick as the snapshot, so reserve() can never fill a slot this claim may fill too.
+    this.claimingSlots = out;
     return out;
   }
 
@@ -259,7 +264,6 @@ export class WorkerPool {
       try {
         this.claimingFree = free;
         slots = await this.slots();
-        this.claimingSlots = slots;
         jobs = await claimJobs(this.opts.pool, {
           workerId: this.workerId,
           limit: free,
@@ -322,7 +326,13 @@ export class WorkerPool {
   /** Start a held job; `counted` when its endpoint slot was already taken by reserve(). */
   private run(job: ClaimedJob, counted = false): void {
     const entry: Running = { job, ctl: new AbortController(), leaseLost: false, shutdownAborted: false, expiresAt: job.leaseExpiresAt };
-    this.running.set(job.id, entry);
+    // The same job under a new lease while an older run of it still goes on here: a dispatch redone
+    // after a database crash lost its commit (same job id), or a job reaped and claimed again. The
+    // newer lease is the only valid one, so the older run stops and commits nothing.
+    const older = this.byJobId.get(job.id);
+    if (older) this.heartbeat.lose(older, 'the job was claimed again under a newer lease');
+    this.byJobId.set(job.id, entry);
+    this.running.set(job.leaseToken, entry);
     if (job.endpoint !== null && !counted) this.perEndpoint.set(job.endpoint, (this.perEndpoint.get(job.endpoint) ?? 0) + 1);
     this.log.debug({ event: 'job.claimed', job_id: job.id, type: job.type, attempt: job.attempts }, 'job claimed');
     const handler = this.opts.handlers[job.type];
@@ -340,8 +350,9 @@ export class WorkerPool {
 
   private finish(entry: Running, outcome: JobOutcome): void {
     const { job } = entry;
-    if (!this.running.has(job.id)) return; // already handed back by a forced shutdown
-    this.running.delete(job.id);
+    if (this.running.get(job.leaseToken) !== entry) return; // already handed back by a forced shutdown
+    this.running.delete(job.leaseToken);
+    if (this.byJobId.get(job.id) === entry) this.byJobId.delete(job.id);
     if (job.endpoint !== null) {
       this.dropEndpointSlot(job.endpoint);
       // A slot came back while the last claim was held back by slots: there may be work for it.
@@ -411,7 +422,7 @@ export class WorkerPool {
       clearTimeout(timer);
       if (timedOut && this.running.size > 0) {
         this.log.warn(
-          { event: 'jobs.module.shutdown_timeout', in_flight: this.running.size, job_ids: [...this.running.keys()] },
+          { event: 'jobs.module.shutdown_timeout', in_flight: this.running.size, job_ids: [...this.running.values()].map((r) => r.job.id) },
           'shutdown grace ran out; aborting and handing back unfinished jobs',
         );
         for (const r of this.running.values()) {

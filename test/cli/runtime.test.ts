@@ -9,6 +9,8 @@ describe('heap growth of the long-running commands', () => {
     expect(tuneHeapForService({ NODE_OPTIONS: '--max-old-space-size=4096' }, [])).toBe(false);
     expect(tuneHeapForService({}, ['--max-semi-space-size=32'])).toBe(false);
     expect(tuneHeapForService({ NODE_OPTIONS: '--heap-growing-percent=50' }, [])).toBe(false);
+    // V8 takes either spelling.
+    expect(tuneHeapForService({ NODE_OPTIONS: '--max_old_space_size=512' }, [])).toBe(false);
   });
 
   // Node 20 (V8 11.3) honours the flag at run time. Node 24's V8 13 ignores it for this churn even

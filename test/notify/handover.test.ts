@@ -250,3 +250,73 @@ describe('redoable dispatch', () => {
     }
   });
 });
+
+describe('the same job id again', () => {
+  it('a redone dispatch of a job still running here: the older run loses its lease, the newer one completes, no slot leaks', async () => {
+    const release: Array<() => void> = [];
+    const signals: AbortSignal[] = [];
+    const caps = new Map([['a', 2]]);
+    const pool = await startPool(
+      (_job, { signal }) => {
+        signals.push(signal);
+        return new Promise<void>((r) => release.push(r));
+      },
+      { caps },
+    );
+    const ctx = context([endpoint('a', 2)], pool);
+    const evs = await insertEvents(1);
+    await dispatchTransaction(db.pool, ctx, (client, handover) => dispatchEvents(client, evs, ctx, { handover }));
+    expect(pool.inFlight).toBe(1);
+    // A database crash lost the asynchronous dispatch commit; the dispatcher redoes it.
+    await db.pool.query('delete from jobs');
+    await db.pool.query('update events set dispatched_at = null');
+    await dispatchTransaction(db.pool, ctx, (client, handover) => dispatchEvents(client, evs, ctx, { handover }));
+    // Both runs hold a slot until they end; the older one was told its lease is gone.
+    expect(pool.inFlight).toBe(2);
+    expect(signals[0]!.aborted).toBe(true);
+    expect(signals[1]!.aborted).toBe(false);
+    release.shift()!(); // the older run ends: its guarded write changes nothing
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await rows())[0]!.status).toBe('running');
+    release.shift()!();
+    await waitFor(async () => (await rows())[0]!.status === 'completed', 5_000);
+    await waitFor(() => pool.inFlight === 0, 5_000);
+    // Both of the endpoint's two slots are free again.
+    expect(pool.reserve(WEBHOOK_JOB, 'a')).toBe(true);
+    expect(pool.reserve(WEBHOOK_JOB, 'a')).toBe(true);
+    expect(pool.reserve(WEBHOOK_JOB, 'a')).toBe(false);
+    pool.unreserve(['a', 'a']);
+  });
+
+  it('an event dispatched again while its jobs exist neither fails the batch nor touches those jobs', async () => {
+    const ctx = context([endpoint('a', 100)], null);
+    const evs = await insertEvents(2);
+    const first = await dispatchTransaction(db.pool, ctx, (client, handover) => dispatchEvents(client, evs, ctx, { handover }));
+    await db.pool.query(`update jobs set status = 'completed'`);
+    await db.pool.query('update events set dispatched_at = null');
+    const d = new EventDispatcher({ pool: db.pool, url: db.url, channel: 'public.acw_events', pollMs: 60_000, ctx, log: silentLogger });
+    expect(await d.dispatchBatch()).toBe(2);
+    const r = await db.pool.query<{ id: string; status: string }>('select id, status from jobs order by id');
+    expect(r.rows.map((x) => x.id)).toEqual(first.flatMap((x) => x.job_ids).toSorted());
+    expect(r.rows.every((x) => x.status === 'completed')).toBe(true);
+    const left = await db.pool.query('select count(*)::int as n from events where dispatched_at is null');
+    expect(left.rows[0].n).toBe(0);
+  });
+
+  it('a handed-over lease runs from the insert, not from the start of a long transaction', async () => {
+    const release: Array<() => void> = [];
+    const pool = await startPool(() => new Promise<void>((r) => release.push(r)));
+    const ctx = context([endpoint('a', 100)], pool);
+    const evs = await insertEvents(1);
+    await dispatchTransaction(db.pool, ctx, async (client, handover) => {
+      await client.query('select pg_sleep(1)');
+      return dispatchEvents(client, evs, ctx, { handover });
+    });
+    const r = await db.pool.query<{ ms: number }>(
+      `select extract(epoch from (lease_expires_at - created_at)) * 1000 as ms from jobs`,
+    );
+    // created_at is the transaction's start; the 30 s lease began a second later.
+    expect(Number(r.rows[0]!.ms)).toBeGreaterThanOrEqual(30_000 + 900);
+    release.forEach((f) => f());
+  });
+});
