@@ -133,6 +133,14 @@ export interface DispatchOptions {
   handover?: Handover;
   /** The caller already set `dispatched_at` on these events (the dispatcher locks and marks in one statement). */
   marked?: boolean;
+  /** Leave jobs that exist already alone instead of failing (see insertJobs). */
+  skipExisting?: boolean;
+}
+
+/** A job insert that met an existing job id (an event dispatched again while its jobs exist). */
+export function isExistingJob(err: unknown): boolean {
+  const e = err as { code?: string; constraint?: string };
+  return e.code === '23505' && e.constraint === 'jobs_pkey';
 }
 
 /** The name-based (version 5) UUID namespace of webhook job ids. */
@@ -182,7 +190,7 @@ export async function dispatchEvents(
     ctx.log.info({ event: 'webhook.skipped', event_id: ev.id, topic: ev.topic, reason: skipped }, 'no webhook job for this event');
     return { event_id: ev.id, job_ids: [], skipped };
   });
-  const inserted = await insertJobs(client, jobs, ctx.jobsChannel, opts.handover?.hold(jobs));
+  const inserted = await insertJobs(client, jobs, ctx.jobsChannel, opts.handover?.hold(jobs), { skipExisting: opts.skipExisting === true });
   opts.handover?.inserted(inserted.held);
   if (ctx.log.isLevelEnabled('debug')) {
     for (const id of inserted.ids) ctx.log.debug({ event: 'job.enqueued', job_id: id, type: WEBHOOK_JOB }, 'job enqueued');

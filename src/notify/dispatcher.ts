@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { coerceError } from '../errors.js';
 import { Listener } from '../db/listener.js';
 import type { Logger } from '../log.js';
-import { dispatchEvents, dispatchTransaction, type DispatchContext, type EventRow } from './dispatch.js';
+import { dispatchEvents, dispatchTransaction, isExistingJob, type DispatchContext, type EventRow } from './dispatch.js';
 
 const BATCH = 200;
 
@@ -52,6 +52,17 @@ export class EventDispatcher {
 
   /** Dispatch one batch of undispatched events; returns how many. */
   async dispatchBatch(): Promise<number> {
+    try {
+      return await this.dispatchOnce(false);
+    } catch (err) {
+      // An event dispatched again while its jobs exist (job ids are fixed per event and endpoint):
+      // redo the batch leaving existing jobs alone, rather than fail it on every retry.
+      if (!isExistingJob(err)) throw err;
+      return this.dispatchOnce(true);
+    }
+  }
+
+  private async dispatchOnce(skipExisting: boolean): Promise<number> {
     const done = await dispatchTransaction(this.opts.pool, this.opts.ctx, async (client, handover) => {
       // Lock and mark in one statement; a rollback undoes the mark with everything else.
       const res = await client.query<EventRow>({
@@ -61,7 +72,7 @@ export class EventDispatcher {
           returning id, topic, data, recipients, created_at`,
         values: [BATCH],
       });
-      const results = res.rows.length > 0 ? await dispatchEvents(client, res.rows, this.opts.ctx, { handover, marked: true }) : [];
+      const results = res.rows.length > 0 ? await dispatchEvents(client, res.rows, this.opts.ctx, { handover, marked: true, skipExisting }) : [];
       return res.rows.map((ev, i) => ({ topic: ev.topic, jobs: results[i]?.job_ids.length ?? 0 }));
       // The events are already durable (the application's commit): should a database crash lose
       // this commit, the events are undispatched again and the same dispatch is redone, with the

@@ -129,8 +129,7 @@ export interface HoldOptions {
 
 /**
  * Insert many jobs in one statement, with one constant-payload NOTIFY for the lot (delivered at
- * commit). Delayed jobs notify too, so idle workers learn when to set their timer. A job given an
- * id that exists already is skipped, and its id is not among those returned.
+ * commit). Delayed jobs notify too, so idle workers learn when to set their timer.
  */
 export async function enqueueJobs(db: Queryable, jobs: readonly NewJob[], channel: string): Promise<string[]> {
   return (await insertJobs(db, jobs, channel)).ids;
@@ -157,14 +156,22 @@ interface InsertRow {
  * when a job is pending. Leases run from the insert itself (clock_timestamp), not from the start
  * of a transaction that may have run for a while.
  *
- * A job whose id exists already is left as it is and not returned: a webhook job's id is fixed by
- * its event and endpoint, and an event dispatched again must not fail its whole batch.
+ * With `skipExisting`, a job whose id exists already is left as it is and not returned (a webhook
+ * job's id is fixed by its event and endpoint, and an event dispatched again must not fail its
+ * batch). Without it such a job fails the statement (unique violation on jobs_pkey): the check
+ * costs a speculative insertion per row, so the hot path goes without it and retries with it.
  */
-export async function insertJobs(db: Queryable, jobs: readonly NewJob[], channel: string, hold?: HoldOptions): Promise<InsertedJobs> {
+export async function insertJobs(
+  db: Queryable,
+  jobs: readonly NewJob[],
+  channel: string,
+  hold?: HoldOptions,
+  opts: { skipExisting?: boolean } = {},
+): Promise<InsertedJobs> {
   if (jobs.length === 0) return { ids: [], held: [] };
   const heldFlags = jobs.map((j) => hold !== undefined && j.id !== undefined && !j.delayMs && hold.ids.has(j.id));
   const res = await db.query<InsertRow>({
-    name: 'acw_enqueue',
+    name: opts.skipExisting ? 'acw_enqueue_skip' : 'acw_enqueue',
     text: `with ins as (
       insert into jobs (id, type, payload, max_attempts, run_at, event_id, endpoint, status, attempts, locked_by, lease_token, lease_expires_at)
       select coalesce(t.id, gen_random_uuid()), t.type, t.payload, t.max_attempts,
@@ -174,7 +181,7 @@ export async function insertJobs(db: Queryable, jobs: readonly NewJob[], channel
         case when t.held then clock_timestamp() + $11 * interval '1 millisecond' end
       from unnest($8::uuid[], $1::text[], $2::jsonb[], $3::int[], $4::int[], $5::uuid[], $6::text[], $9::boolean[])
         as t(id, type, payload, max_attempts, delay, event_id, endpoint, held)
-      on conflict (id) do nothing
+      ${opts.skipExisting ? 'on conflict (id) do nothing' : ''}
       returning id, lease_token, extract(epoch from lease_expires_at)::float8 * 1000 as lease_expires_ms)
     select ins.*, extract(epoch from clock_timestamp())::float8 * 1000 as db_now_ms
     from ins, (select case when bool_or(not h) then pg_notify($7, '') end from unnest($9::boolean[]) h) n`,
