@@ -137,12 +137,6 @@ export interface DispatchOptions {
   skipExisting?: boolean;
 }
 
-/** A job insert that met an existing job id (an event dispatched again while its jobs exist). */
-export function isExistingJob(err: unknown): boolean {
-  const e = err as { code?: string; constraint?: string };
-  return e.code === '23505' && e.constraint === 'jobs_pkey';
-}
-
 /** The name-based (version 5) UUID namespace of webhook job ids. */
 const JOB_ID_NAMESPACE = Buffer.from('5b0f0c3e8a9d4c1e9f3a6d2b7e41c0a8', 'hex');
 

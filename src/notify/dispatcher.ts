@@ -2,7 +2,8 @@ import type pg from 'pg';
 import { coerceError } from '../errors.js';
 import { Listener } from '../db/listener.js';
 import type { Logger } from '../log.js';
-import { dispatchEvents, dispatchTransaction, isExistingJob, type DispatchContext, type EventRow } from './dispatch.js';
+import { isExistingJob } from '../queue/store.js';
+import { dispatchEvents, dispatchTransaction, type DispatchContext, type EventRow } from './dispatch.js';
 
 const BATCH = 200;
 
@@ -63,6 +64,9 @@ export class EventDispatcher {
   }
 
   private async dispatchOnce(skipExisting: boolean): Promise<number> {
+    // The events are already durable (the application's commit): should a database crash lose this
+    // commit, the events are undispatched again and the same dispatch is redone, with the same job
+    // ids (webhookJobId). So it need not wait for the WAL flush: one fsync less per batch.
     const done = await dispatchTransaction(this.opts.pool, this.opts.ctx, async (client, handover) => {
       // Lock and mark in one statement; a rollback undoes the mark with everything else.
       const res = await client.query<EventRow>({
@@ -74,9 +78,6 @@ export class EventDispatcher {
       });
       const results = res.rows.length > 0 ? await dispatchEvents(client, res.rows, this.opts.ctx, { handover, marked: true, skipExisting }) : [];
       return res.rows.map((ev, i) => ({ topic: ev.topic, jobs: results[i]?.job_ids.length ?? 0 }));
-      // The events are already durable (the application's commit): should a database crash lose
-      // this commit, the events are undispatched again and the same dispatch is redone, with the
-      // same job ids (webhookJobId). So it need not wait for the WAL flush, one fsync less per event.
     }, { asyncCommit: true });
     for (const d of done) if (d.jobs > 0) this.opts.onDispatched?.(d.topic, d.jobs);
     return done.length;

@@ -7,7 +7,9 @@ import { silentLogger, type Logger } from '../log.js';
 import { backoffDelay, type RetryPolicy } from './backoff.js';
 import { Flusher, type Finished } from './flusher.js';
 import { Heartbeat, type Running } from './heartbeat.js';
-import { claimJobs, nextDueIn, pendingEndpoints, releaseJobs } from './store.js';
+import { releaseJobs } from './outcomes.js';
+import { SlotLedger, slotsUsedUp } from './slots.js';
+import { claimJobs, nextDueIn, pendingEndpoints } from './store.js';
 import type { ClaimedJob, DeadHook, JobOutcome } from './types.js';
 
 export interface JobContext {
@@ -40,15 +42,6 @@ export interface WorkerPoolOptions {
   onFinished?: (f: Finished, changed: boolean, nextRunAt: Date | undefined) => void;
 }
 
-/** Did some endpoint get every slot it was offered (or have none), so more of its work may wait? */
-function slotsUsedUp(slots: ReadonlyMap<string, number> | undefined, jobs: readonly ClaimedJob[]): boolean {
-  if (!slots) return false;
-  const got = new Map<string, number>();
-  for (const j of jobs) if (j.endpoint !== null) got.set(j.endpoint, (got.get(j.endpoint) ?? 0) + 1);
-  for (const [ep, n] of slots) if ((got.get(ep) ?? 0) >= n) return true;
-  return false;
-}
-
 export function makeWorkerId(): string {
   return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
 }
@@ -66,13 +59,7 @@ export class WorkerPool {
   private readonly running = new Map<string, Running>();
   /** The newest entry per job id. */
   private readonly byJobId = new Map<string, Running>();
-  /** Jobs running or reserved, per endpoint (what the per-endpoint caps count). */
-  private readonly perEndpoint = new Map<string, number>();
-  /** Slots taken by reserve() for jobs being inserted as running, not yet adopted or given back. */
-  private reserved = 0;
-  /** While a claim is in flight: the slots it may fill, overall and per endpoint (reserve() keeps off them). */
-  private claimingFree = 0;
-  private claimingSlots: ReadonlyMap<string, number> | undefined;
+  private readonly slotLedger: SlotLedger;
   private readonly flusher: Flusher;
   private listener: Listener | null = null;
   private stopping = false;
@@ -95,6 +82,7 @@ export class WorkerPool {
   constructor(private readonly opts: WorkerPoolOptions) {
     this.workerId = opts.workerId ?? makeWorkerId();
     this.log = (opts.log ?? silentLogger).child({ worker: this.workerId });
+    this.slotLedger = new SlotLedger(opts.concurrency, opts.endpointLimits);
     this.flusher = new Flusher({
       pool: opts.pool,
       log: this.log,
@@ -119,7 +107,7 @@ export class WorkerPool {
 
   /** A claim is in flight (reserve() hands out no slot meanwhile). */
   get claiming(): boolean {
-    return this.claimingFree > 0;
+    return this.slotLedger.claiming;
   }
 
   /** Lease length jobs inserted for adopt() must be given. */
@@ -134,23 +122,12 @@ export class WorkerPool {
    */
   reserve(type: string, endpoint: string | null): boolean {
     if (!this.started || this.stopping || !this.opts.handlers[type]) return false;
-    if (this.running.size + this.reserved + this.claimingFree >= this.opts.concurrency) return false;
-    if (endpoint !== null) {
-      const cap = this.opts.endpointLimits?.().get(endpoint);
-      const used = this.perEndpoint.get(endpoint) ?? 0;
-      if (cap === undefined || used + Math.max(0, this.claimingSlots?.get(endpoint) ?? 0) >= cap) return false;
-      this.perEndpoint.set(endpoint, used + 1);
-    }
-    this.reserved++;
-    return true;
+    return this.slotLedger.reserve(endpoint, this.running.size);
   }
 
   /** Give back slots reserved for jobs that were not written after all (the transaction rolled back). */
   unreserve(endpoints: ReadonlyArray<string | null>): void {
-    for (const ep of endpoints) {
-      this.reserved--;
-      if (ep !== null) this.dropEndpointSlot(ep);
-    }
+    for (const ep of endpoints) this.slotLedger.unreserve(ep);
     this.wake(true);
   }
 
@@ -160,22 +137,15 @@ export class WorkerPool {
    */
   async adopt(jobs: readonly ClaimedJob[]): Promise<void> {
     if (this.stopping) {
-      this.reserved -= jobs.length;
-      for (const j of jobs) if (j.endpoint !== null) this.dropEndpointSlot(j.endpoint);
+      for (const j of jobs) this.slotLedger.unreserve(j.endpoint);
       // If this fails too, the reaper hands them back once the lease runs out.
       await releaseJobs(this.opts.pool, jobs.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 }))).catch(() => undefined);
       return;
     }
     for (const job of jobs) {
-      this.reserved--;
+      this.slotLedger.adopted();
       this.run(job, true);
     }
-  }
-
-  private dropEndpointSlot(endpoint: string): void {
-    const n = (this.perEndpoint.get(endpoint) ?? 1) - 1;
-    if (n <= 0) this.perEndpoint.delete(endpoint);
-    else this.perEndpoint.set(endpoint, n);
   }
 
   async start(): Promise<void> {
@@ -241,18 +211,13 @@ export class WorkerPool {
         // Keep the last list; the next claim or poll tries again.
       }
     }
-    const out = new Map<string, number>();
-    for (const [ep, max] of limits) out.set(ep, max - (this.perEndpoint.get(ep) ?? 0));
-    for (const ep of this.unknownEndpoints) out.set(ep, this.opts.concurrency);
-    // Taken in the same tick as the snapshot, so reserve() can never fill a slot this claim may fill too.
-    this.claimingSlots = out;
-    return out;
+    return this.slotLedger.claimSlots(this.unknownEndpoints);
   }
 
   private async loop(): Promise<void> {
     let errorDelay = 100;
     while (!this.stopping) {
-      const free = this.opts.concurrency - this.running.size - this.reserved;
+      const free = this.slotLedger.free(this.running.size);
       if (free <= 0 || !this.lastClaimFull) {
         await this.waitForWake(this.opts.pollMs);
         continue;
@@ -262,7 +227,7 @@ export class WorkerPool {
       let jobs: ClaimedJob[];
       let slots: Map<string, number> | undefined;
       try {
-        this.claimingFree = free;
+        this.slotLedger.beginClaim(free);
         slots = await this.slots();
         jobs = await claimJobs(this.opts.pool, {
           workerId: this.workerId,
@@ -273,8 +238,7 @@ export class WorkerPool {
         });
         errorDelay = 100;
       } catch (err) {
-        this.claimingFree = 0;
-        this.claimingSlots = undefined;
+        this.slotLedger.endClaim();
         this.log.warn({ event: 'job.claim_error', err: coerceError(err).message }, 'claim failed; retrying');
         await this.waitForWake(errorDelay);
         errorDelay = Math.min(errorDelay * 2, this.opts.pollMs);
@@ -287,8 +251,7 @@ export class WorkerPool {
         );
         break;
       }
-      this.claimingFree = 0;
-      this.claimingSlots = undefined;
+      this.slotLedger.endClaim();
       for (const job of jobs) this.run(job);
       // A short claim means the queue is drained for us, unless new work was signalled meanwhile.
       if (jobs.length < free && this.freshGen === gen) {
@@ -333,7 +296,7 @@ export class WorkerPool {
     if (older) this.heartbeat.lose(older, 'the job was claimed again under a newer lease');
     this.byJobId.set(job.id, entry);
     this.running.set(job.leaseToken, entry);
-    if (job.endpoint !== null && !counted) this.perEndpoint.set(job.endpoint, (this.perEndpoint.get(job.endpoint) ?? 0) + 1);
+    if (job.endpoint !== null && !counted) this.slotLedger.take(job.endpoint);
     this.log.debug({ event: 'job.claimed', job_id: job.id, type: job.type, attempt: job.attempts }, 'job claimed');
     const handler = this.opts.handlers[job.type];
     const started = handler
@@ -354,7 +317,7 @@ export class WorkerPool {
     this.running.delete(job.leaseToken);
     if (this.byJobId.get(job.id) === entry) this.byJobId.delete(job.id);
     if (job.endpoint !== null) {
-      this.dropEndpointSlot(job.endpoint);
+      this.slotLedger.drop(job.endpoint);
       // A slot came back while the last claim was held back by slots: there may be work for it.
       // Claim once a quarter of the endpoint's cap is free (or 2 ms after the first slot), so a
       // capped endpoint is refilled in batches rather than one claim per finished job.
@@ -378,8 +341,8 @@ export class WorkerPool {
   }
 
   private refillSoon(endpoint: string): void {
-    const cap = this.opts.endpointLimits?.().get(endpoint);
-    const free = cap === undefined ? Infinity : cap - (this.perEndpoint.get(endpoint) ?? 0);
+    const cap = this.slotLedger.cap(endpoint);
+    const free = cap === undefined ? Infinity : cap - this.slotLedger.used(endpoint);
     const refill = (): void => {
       if (this.refillTimer) clearTimeout(this.refillTimer);
       this.refillTimer = null;

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { withTransaction } from '../db/pool.js';
 import type { Logger } from '../log.js';
-import { toDead, type TransitionRow } from '../queue/store.js';
+import { toDead, type TransitionRow } from '../queue/outcomes.js';
 import type { DeadHook } from '../queue/types.js';
 import type { PeriodicRunner } from './scheduler.js';
 
