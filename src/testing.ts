@@ -38,8 +38,14 @@ interface KeptAnswer {
   result: NotifyResult;
 }
 
-function invalid(path: string, issues: ReadonlyArray<{ path: PropertyKey[]; message: string }>): AcwError {
+/** A refused event, as the server answers it: 413 for oversized data, else a 400 naming every bad field. */
+function invalid(path: string, issues: ReadonlyArray<{ code: string; path: PropertyKey[]; message: string }>): AcwError {
   const named = issues.map((i) => ({ field: path + (i.path.map(String).join('.') || 'event'), message: i.message }));
+  const tooBig = issues.findIndex((i) => i.code === 'too_big' && i.path.at(-1) === 'data');
+  if (tooBig >= 0) {
+    const { field, message } = named[tooBig]!;
+    return new AcwError(`${field}: ${message}`, { status: 413, code: 'payload_too_large', details: { field } });
+  }
   return new AcwError(named.map((i) => `${i.field}: ${i.message}`).join('; '), {
     status: 400,
     code: 'invalid_input',

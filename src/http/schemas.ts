@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { JOB_STATUSES } from '../admin/job-view.js';
 import { isPrintable } from '../admin/params.js';
 import { parseDuration } from '../config/index.js';
-import { MAX_BATCH, notifyInput, topicField } from '../notify/input.js';
+import { topicField } from '../notify/input.js';
 import { HttpError, fromZod } from './errors.js';
 
 /**
@@ -17,30 +17,8 @@ export function parse<S extends z.ZodType>(schema: S, value: unknown, root: stri
   return r.data;
 }
 
-// A lone UTF-16 surrogate (`"\ud800"`) survives JSON.parse but PostgreSQL's jsonb refuses it.
-const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
-
-function hasLoneSurrogate(value: unknown): boolean {
-  const stack: unknown[] = [value];
-  while (stack.length > 0) {
-    const v = stack.pop();
-    if (typeof v === 'string') {
-      if (LONE_SURROGATE.test(v)) return true;
-    } else if (v !== null && typeof v === 'object') {
-      for (const [k, child] of Object.entries(v)) {
-        if (LONE_SURROGATE.test(k)) return true;
-        stack.push(child);
-      }
-    }
-  }
-  return false;
-}
-
-export const notifyBody = notifyInput.superRefine((v, ctx) => {
-  if (hasLoneSurrogate(v.data)) ctx.addIssue({ code: 'custom', path: ['data'], message: 'must be valid Unicode (a lone surrogate such as \\ud800 was found)' });
-});
-
-export const notifyBatchBody = z.strictObject({ events: z.array(notifyBody).min(1).max(MAX_BATCH) });
+/** The shared notify schemas: what they refuse (NULs, lone surrogates, oversized data) the outbox and the test client refuse too. */
+export { notifyInput as notifyBody, notifyBatchInput as notifyBatchBody } from '../notify/input.js';
 
 /** Action routes take no body; `{}` or none at all is fine, anything in it is an unknown field. */
 export const emptyBody = z.strictObject({}).optional();

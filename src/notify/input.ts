@@ -20,7 +20,10 @@ function depthOf(value: unknown, limit: number): number {
   return max;
 }
 
-/** JSON data an event may carry: serialisable, no NUL characters (PostgreSQL's jsonb refuses them), bounded. */
+const ESCAPED_NUL = /(?<!\\)(?:\\\\)*\\u0000/;
+const ESCAPED_SURROGATE = /(?<!\\)(?:\\\\)*\\ud[89a-f][0-9a-f]{2}/;
+
+/** JSON data an event may carry: serialisable, no NUL characters or lone surrogates (PostgreSQL's jsonb refuses them), bounded. */
 export const eventData = z.unknown().superRefine((value, ctx) => {
   if (value === undefined) {
     ctx.addIssue({ code: 'custom', message: 'is required (any JSON value, null included)' });
@@ -34,7 +37,10 @@ export const eventData = z.unknown().superRefine((value, ctx) => {
     return;
   }
   if (Buffer.byteLength(text) > MAX_DATA_BYTES) ctx.addIssue({ code: 'too_big', origin: 'string', maximum: MAX_DATA_BYTES, message: `must be at most ${MAX_DATA_BYTES} bytes of JSON` });
-  if (text.includes('\\u0000')) ctx.addIssue({ code: 'custom', message: 'must not contain NUL characters (\\u0000)' });
+  // JSON.stringify writes NUL and lone surrogates as \u escapes (a proper surrogate pair stays raw);
+  // PostgreSQL's jsonb refuses both. An escape preceded by an odd run of backslashes is the text "\u…".
+  if (ESCAPED_NUL.test(text)) ctx.addIssue({ code: 'custom', message: 'must not contain NUL characters (\\u0000)' });
+  if (ESCAPED_SURROGATE.test(text)) ctx.addIssue({ code: 'custom', message: 'must be valid Unicode (a lone surrogate such as \\ud800 was found)' });
   if (depthOf(value, MAX_DEPTH) > MAX_DEPTH) ctx.addIssue({ code: 'custom', message: `must not nest deeper than ${MAX_DEPTH} levels` });
 });
 

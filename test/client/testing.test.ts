@@ -97,10 +97,17 @@ describe('createTestClient', () => {
     const c = createTestClient();
     const cyclic: Record<string, unknown> = {};
     cyclic.self = cyclic;
-    for (const data of [cyclic, { n: 1n }, undefined, { s: 'nul \u0000 byte' }, 'x'.repeat(300 * 1024)]) {
+    for (const data of [cyclic, { n: 1n }, undefined, { s: 'nul \u0000 byte' }, { s: 'lone \ud800' }, { ['\udc00']: 1 }]) {
       const err = await failure(c.notify('a.b', data));
       expect(err).toMatchObject({ status: 400, code: 'invalid_input', details: { field: 'data' } });
     }
+    // Over 256 KiB the server answers 413, and so does the test client.
+    const big = await failure(c.notify('a.b', 'x'.repeat(300 * 1024)));
+    expect(big).toMatchObject({ status: 413, code: 'payload_too_large', details: { field: 'data' } });
+    const inBatch = await failure(c.notifyBatch([{ topic: 'a.b', data: 1 }, { topic: 'a.b', data: 'x'.repeat(300 * 1024) }]));
+    expect(inBatch).toMatchObject({ status: 413, code: 'payload_too_large', details: { field: 'events[1].data' } });
+    // Text that merely looks like an escape is fine: a backslash followed by "u0000" or "ud800", and a real surrogate pair.
+    for (const data of ['\\u0000', '\\ud800', { s: '\\\\ud800 😀' }]) expect(await c.notify('a.b', data)).toMatchObject({ replayed: false });
     expect(await c.notify('a.b', null)).toMatchObject({ replayed: false });
   });
 

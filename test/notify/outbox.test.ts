@@ -68,6 +68,11 @@ describe('outbox notify()', () => {
     await expect(notify(c, 'Not A Topic', {})).rejects.toThrow(/^topic: /);
     await expect(notify(c, 'a.b', { s: 'nul\u0000' })).rejects.toThrow(/data: .*NUL/);
     await expect(notify(c, 'a.b', undefined)).rejects.toThrow(/data/);
+    // jsonb refuses a lone surrogate too: refused here, so the caller's transaction is not aborted by it.
+    await c.query('begin');
+    await expect(notify(c, 'a.b', { s: 'half \ud800 a pair' })).rejects.toThrow(/data: .*lone surrogate/);
+    expect(await notify(c, 'a.b', { s: 'still usable' })).toMatch(/^[0-9a-f-]{36}$/);
+    await c.query('rollback');
     await expect(notifyMany(c, [{ topic: 'a.b', data: 1 }, { topic: 'x y', data: 1 }])).rejects.toThrow(/events\[1\]\.topic/);
     expect((await db.pool.query('select count(*)::int as n from events')).rows[0].n).toBe(0);
   });
