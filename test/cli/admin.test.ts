@@ -78,15 +78,15 @@ describe('operator CLI', () => {
     expect(again.stderr).toContain('cancelled');
   });
 
-  it('jobs redrive prints the count first; --dry-run changes nothing', async () => {
+  it('jobs redrive prints the count as JSON; --dry-run changes nothing', async () => {
     await deadJob('a.b');
     await deadJob('a.b');
     await deadJob('c.d');
     const dry = await cli('jobs', 'redrive', '--status', 'dead', '--topic', 'a.b', '--dry-run');
-    expect(dry.stdout).toBe('2 dead job(s) match\n');
+    expect(JSON.parse(dry.stdout)).toEqual({ count: 2, dry_run: true });
     expect((await db.pool.query(`select count(*)::int as n from jobs where status = 'dead'`)).rows[0].n).toBe(3);
     const real = await cli('jobs', 'redrive', '--status', 'dead', '--since', '1h');
-    expect(real.stdout).toBe('3 dead job(s) match\nre-queued 3\n');
+    expect(real.stdout).toBe('{"count":3}\n');
     expect((await db.pool.query(`select count(*)::int as n from jobs where status = 'pending'`)).rows[0].n).toBe(3);
     expect((await cli('jobs', 'redrive', '--status', 'completed')).code).toBe(2);
     expect((await cli('jobs', 'redrive', '--status', 'dead', '--since', 'yesterday')).code).toBe(2);

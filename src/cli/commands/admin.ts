@@ -90,7 +90,7 @@ export function registerJobs(program: Command): void {
     });
   jobs
     .command('redrive')
-    .description('re-queue dead jobs matching the filter; prints the count first')
+    .description('re-queue dead jobs matching the filter; prints {"count": N} (with --dry-run: how many match)')
     .requiredOption('--status <status>', 'only "dead"')
     .option('--since <duration>', 'only jobs that went dead within this long, e.g. 1h')
     .option('--topic <topic>', 'event topic')
@@ -109,11 +109,9 @@ export function registerJobs(program: Command): void {
       }
       await admin(o, async ({ pool, jobsChannel }) => {
         const filter = { status: 'dead' as const, topic: o.topic, endpoint: o.endpoint, since };
-        const { count } = await redriveJobs(pool, { ...filter, dry_run: true }, actor(), jobsChannel);
-        process.stdout.write(`${count} dead job(s) match\n`);
-        if (o.dryRun || count === 0) return;
-        const done = await redriveJobs(pool, filter, actor(), jobsChannel);
-        process.stdout.write(`re-queued ${done.count}\n`);
+        // One JSON line, as POST /v1/jobs/redrive answers: the count matched (--dry-run) or re-queued.
+        if (o.dryRun) printJson({ ...(await redriveJobs(pool, { ...filter, dry_run: true }, actor(), jobsChannel)), dry_run: true });
+        else printJson(await redriveJobs(pool, filter, actor(), jobsChannel));
       });
     });
 }
