@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { parseDuration, parseSize } from './duration.js';
 import { show, showSecret } from './errors.js';
 import { parseListen } from './listen.js';
+import { redactUrl } from './mask.js';
 import { isValidTopicPattern } from './topics.js';
 
 interface HasInput {
@@ -104,7 +105,7 @@ function isListen(s: string): boolean {
   }
 }
 
-/** An http(s) URL; `optional` admits `""` (no endpoint). Only the scheme is echoed once it parses. */
+/** An http(s) URL; `optional` admits `""` (no endpoint). Echoed with credentials hidden (redactUrl), only the scheme once it parses. */
 export function httpUrl(opts: { optional?: boolean } = {}) {
   return text().superRefine((s, ctx) => {
     if (s === '' && opts.optional) return;
@@ -112,7 +113,7 @@ export function httpUrl(opts: { optional?: boolean } = {}) {
     try {
       url = new URL(s);
     } catch {
-      ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL, got ${show(s)}`, input: s });
+      ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL, got ${show(redactUrl(s))}`, input: redactUrl(s) });
       return;
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') {

@@ -3,11 +3,12 @@ import type { Config, ConfigData } from './schema.js';
 
 export const REDACTED = '[redacted]';
 
-/** Hides the password of `scheme://user:password@host` and any `password=` parameter. */
+/** Query parameters whose values are credentials by their name (`token`, `api_key`, `sig`, `X-Amz-Signature`…). */
+const CREDENTIAL_PARAM = /([?&;\s][\w.-]*(?:pass(?:word)?|secret|token|key|sig(?:nature)?|auth|credential)[\w.-]*=)[^&#;\s]*/gi;
+
+/** Hides the password of `scheme://user:password@host` and the value of any credential-named query parameter. */
 export function redactUrl(url: string): string {
-  return url
-    .replace(/^([a-z][a-z0-9+.-]*:\/\/[^/?#@]*?:)[^/?#]*@/i, `$1${REDACTED}@`)
-    .replaceAll(/([?&;\s]password=)[^&;\s]*/gi, `$1${REDACTED}`);
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/?#@]*?:)[^/?#]*@/i, `$1${REDACTED}@`).replaceAll(CREDENTIAL_PARAM, `$1${REDACTED}`);
 }
 
 const hide = (v: unknown): unknown => (v === '' ? '' : REDACTED); // an empty secret shows it is unset

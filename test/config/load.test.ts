@@ -211,6 +211,23 @@ describe('maskConfig', () => {
     const masked = maskConfig(parseConfig({ database: { url: `postgresql://h/db?user=a&password=${SECRET}` } }));
     expect(masked.database.url).toBe('postgresql://h/db?user=a&password=[redacted]');
   });
+
+  test('hides credential-named query parameters of endpoint URLs (token, api_key, sig…), keeping the rest', () => {
+    const url = `https://hooks.example.com/in?team=7&token=${SECRET}&api_key=${SECRET}&X-Amz-Signature=${SECRET}#frag`;
+    const masked = maskConfig(parseConfig({ notify: { webhook: { url, secret: 's' } } }));
+    expect(masked.notify.webhook.url).toBe('https://hooks.example.com/in?team=7&token=[redacted]&api_key=[redacted]&X-Amz-Signature=[redacted]#frag');
+  });
+
+  test('a URL that does not parse is named in the error with its credentials hidden', () => {
+    let message = '';
+    try {
+      parseConfig({ notify: { webhook: { url: `https://exa mple.com/x?token=${SECRET}`, secret: 's' } } });
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    expect(message).toContain('notify.webhook.url: expected an http:// or https:// URL, got "https://exa mple.com/x?token=[redacted]"');
+    expect(message).not.toContain(SECRET);
+  });
 });
 
 describe('the built-in bootstrap user', () => {

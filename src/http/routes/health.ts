@@ -22,9 +22,19 @@ export async function notReadyReason(svc: Service): Promise<{ reason: string; pe
     if (status.pending.length > 0) return { reason: `migrations pending: ${status.pending.join(', ')}`, pending: status.pending };
     return null;
   } catch (err) {
-    return { reason: `database unreachable: ${coerceError(err).message}` };
+    // The answer is public: the error's code only (host and user names stay out); the log has the message.
+    const e = coerceError(err);
+    const code = (e as { code?: unknown }).code;
+    const now = Date.now();
+    if (now - lastLogged >= 60_000) {
+      lastLogged = now;
+      svc.log.warn({ event: 'db.unreachable', err: e.message }, 'readiness check: database unreachable');
+    }
+    return { reason: typeof code === 'string' && /^[A-Z0-9_]{1,32}$/.test(code) ? `database unreachable (${code})` : 'database unreachable' };
   }
 }
+
+let lastLogged = -Infinity;
 
 /** Liveness, readiness and metrics: public, on both `serve` and `worker`. */
 export function healthRoutes(app: FastifyInstance, svc: Service): void {
