@@ -26,11 +26,24 @@ export function buildProgram(): Command {
   registerUsers(program);
   registerAlerts(program);
   // Subcommands made later inherit exitOverride only if set on each; do it for the whole tree.
+  // `-c FILE` is taken anywhere on the line (`acw-webhooks -c f jobs list`, `jobs -c f list`,
+  // `jobs list -c f`): each group takes it too, and the command that runs gets the nearest one.
   const walk = (c: Command): void => {
     c.exitOverride();
+    if (c.commands.length > 0) c.option('-c, --config <file>', 'config file (for every subcommand)');
     c.commands.forEach(walk);
   };
   walk(program);
+  program.hook('preAction', (_root, run) => {
+    if (run.getOptionValue('config') !== undefined) return;
+    for (let c = run.parent; c; c = c.parent) {
+      const file: unknown = c.getOptionValue('config');
+      if (typeof file === 'string') {
+        run.setOptionValue('config', file);
+        return;
+      }
+    }
+  });
   return program;
 }
 

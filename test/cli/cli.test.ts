@@ -75,6 +75,18 @@ describe('config check', () => {
     expect(r.stderr).toContain('notify.webhook.topics[0]');
   });
 
+  it('takes -c FILE anywhere on the line: before the command, between group and command, or after', async () => {
+    const bad = writeConfig('unknown-key.yaml', 'jobs:\n  wokers: 4\n');
+    for (const args of [['-c', bad, 'config', 'check'], ['--config', bad, 'config', 'check'], ['config', '-c', bad, 'check'], ['config', 'check', `--config=${bad}`]]) {
+      const r = await cli(args);
+      expect({ args, code: r.code }).toEqual({ args, code: 2 });
+      expect(r.stderr).toContain('jobs.wokers');
+    }
+    // The nearest one wins: the command's own over the top-level one.
+    expect((await cli(['-c', bad, 'config', 'check', '-c', EXAMPLE])).code).toBe(0);
+    expect((await cli(['-c', EXAMPLE, 'config', 'check'])).code).toBe(0);
+  });
+
   it('names an unset ${VAR} without showing anything of it', async () => {
     const path = writeConfig('env.yaml', 'notify:\n  webhook:\n    url: http://127.0.0.1:9/x\n    secret: ${ACW_TEST_UNSET_SECRET}\n');
     const r = await cli(['config', 'check', '-c', path]);
