@@ -10,6 +10,7 @@ import { WEBHOOK_JOB, type DispatchContext } from './notify/dispatch.js';
 import { jobPurge } from './runners/purge.js';
 import { jobReaper } from './runners/reaper.js';
 import { Scheduler, type PeriodicRunner } from './runners/scheduler.js';
+import { unparkJobs } from './queue/store.js';
 import { WorkerPool, type JobHandler } from './queue/worker.js';
 import { createDeliverHandler, logAttempt } from './webhook/deliver.js';
 import { deadLetterHook } from './webhook/dead-letter.js';
@@ -144,6 +145,7 @@ export class Service {
           endpoints: () => this.endpointMap,
           dispatcher: this.agent,
           recheckMs: Math.min(j.retry.base, 60_000),
+          recheckMaxMs: Math.max(j.retry.max, Math.min(j.retry.base, 60_000)),
           log,
         }),
       },
@@ -160,6 +162,12 @@ export class Service {
         this.metrics.jobFinished(f, changed, next);
       },
     });
+    // Jobs parked while their endpoint was unknown or disabled: due at once now that it is back.
+    const back = this.endpointList.filter((e) => e.enabled).map((e) => e.name);
+    if (back.length > 0 && cfg.notify.webhook.enabled) {
+      const woken = await unparkJobs(this.db.pool, back);
+      if (woken > 0) log.info({ event: 'jobs.unparked', jobs: woken }, 'jobs parked for endpoints that are enabled now are due again');
+    }
     // Workers first: the dispatcher hands jobs to them from its first batch on.
     await this.workers.start();
     await this.dispatcher.start();

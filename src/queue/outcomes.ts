@@ -121,7 +121,7 @@ export async function failJobs(pool: pg.Pool, items: readonly FailItem[], onDead
         status = case when t.dead or j.attempts >= j.max_attempts then 'dead' else 'pending' end,
         run_at = case when t.dead or j.attempts >= j.max_attempts then j.run_at
                       else now() + t.delay * interval '1 millisecond' end,
-        last_error = t.error, ${CLEAR_LEASE}
+        last_error = t.error, parked_since = null, ${CLEAR_LEASE}
       from unnest($1::uuid[], $2::uuid[], $3::text[], $4::boolean[], $5::int[]) t(id, lease_token, error, dead, delay)
       where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
       returning j.id, j.status, j.type, j.payload, j.attempts, j.max_attempts, j.last_error, j.event_id, j.endpoint, j.run_at)${

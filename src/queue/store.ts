@@ -274,3 +274,17 @@ export async function nextDueIn(db: Queryable): Promise<number | null> {
   const ms = res.rows[0]?.ms;
   return ms === undefined || ms === null ? null : Math.max(0, Number(ms));
 }
+
+/**
+ * Make jobs parked for these endpoints (they were unknown or disabled when their turn came) due
+ * now: run at start by a process that has them enabled. Reads only the future part of each
+ * endpoint's range in the due index. Returns how many were woken.
+ */
+export async function unparkJobs(db: Queryable, endpoints: readonly string[]): Promise<number> {
+  const res = await db.query(
+    `update jobs set run_at = now(), parked_since = null
+      where status = 'pending' and endpoint = any($1::text[]) and run_at > now() and parked_since is not null`,
+    [endpoints],
+  );
+  return res.rowCount ?? 0;
+}

@@ -15,8 +15,10 @@ export interface DeliverOptions {
   /** The endpoints in force now: read at every attempt, so a fixed URL or rotated secret applies to retries. */
   endpoints: () => ReadonlyMap<string, Endpoint>;
   dispatcher: Dispatcher;
-  /** How long a job with an unknown or disabled endpoint waits before it looks again. */
+  /** How long a job with an unknown or disabled endpoint first waits before it looks again. */
   recheckMs: number;
+  /** The longest wait between looks: each wait is as long as the job has been parked, up to this. */
+  recheckMaxMs: number;
   log: Logger;
 }
 
@@ -34,13 +36,21 @@ export function createDeliverHandler(opts: DeliverOptions): JobHandler {
     const ep = opts.endpoints().get(name);
     if (!ep || !ep.enabled) {
       const why = ep ? `endpoint ${name} is disabled` : `endpoint ${name} is not configured`;
-      opts.log.info({ event: 'webhook.skipped', job_id: job.id, endpoint: name, reason: ep ? 'endpoint_disabled' : 'endpoint_unknown' }, why);
+      // The first skip of a parked job is logged at info, the later looks at debug: a paused
+      // endpoint's backlog would otherwise log a line per job every few seconds.
+      const fields = { event: 'webhook.skipped', job_id: job.id, endpoint: name, reason: ep ? 'endpoint_disabled' : 'endpoint_unknown' };
+      if (job.parkedSince) opts.log.debug(fields, why);
+      else opts.log.info(fields, why);
+      // Each wait is as long as the job has been parked so far (from recheckMs up to recheckMaxMs),
+      // so the looks thin out: a big backlog is not claimed and released over and over. A process
+      // that starts with the endpoint enabled and known makes its parked jobs due at once.
+      const parkedFor = job.parkedSince ? Math.max(0, Date.now() - job.parkedSince.getTime()) : 0;
       return {
         kind: 'release',
-        delayMs: opts.recheckMs,
+        delayMs: Math.min(Math.max(opts.recheckMs, parkedFor), Math.max(opts.recheckMs, opts.recheckMaxMs)),
         error: why,
         // Only an unknown endpoint counts towards going dead; a paused one waits for the operator.
-        ...(ep ? {} : { park: { deadAfterMs: UNKNOWN_ENDPOINT_DEAD_AFTER_MS } }),
+        park: { deadAfterMs: ep ? Infinity : UNKNOWN_ENDPOINT_DEAD_AFTER_MS },
       };
     }
     if (!isPayload(job.payload)) return { kind: 'permanent', error: 'payload has no body/topic: not a webhook.deliver job' };

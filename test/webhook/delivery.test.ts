@@ -268,6 +268,36 @@ describe('dispatch rules', () => {
     expect((await db.pool.query(`select details->>'reason' as r from audit_log`)).rows).toEqual([{ r: 'parked' }]);
   });
 
+  it('a paused endpoint keeps its jobs, attempts unspent, looked at less and less often; a restart with it enabled sends them at once', async () => {
+    rx.setResponder(() => ({ status: 503 }));
+    const first = await service({ jobs: { retry: { base: '1m', max: '1m', jitter: 0 } } });
+    const id = (await send(first.svc, 'a.b')).body.job_ids[0]!;
+    await waitFor(async () => (await job(id)).attempts >= 1 && (await job(id)).status === 'pending');
+    await first.svc.stop();
+    // The operator pauses webhooks and redeploys.
+    const paused = await service({ notify: { webhook: { enabled: false } }, jobs: { poll_interval: '20ms', retry: { base: '50ms', max: '400ms', jitter: 0 } } });
+    await db.pool.query(`update jobs set run_at = now() where id = $1`, [id]);
+    await new Promise((r) => setTimeout(r, 1_500));
+    const skips = paused.events('webhook.skipped').filter((l) => l.job_id === id);
+    // Each wait as long as the job has been parked (50, 50, 100, 200, 400, 400 ms…): about 7 looks
+    // in 1.5 s, where a fixed 50 ms recheck made 30. Only the first is logged at info.
+    expect(skips.length).toBeGreaterThanOrEqual(3);
+    expect(skips.length).toBeLessThanOrEqual(12);
+    expect(skips[0]).toMatchObject({ level: 30, reason: 'endpoint_disabled' });
+    expect(skips.slice(1).map((l) => l.level)).toEqual(skips.slice(1).map(() => 20));
+    const row = await job(id);
+    expect(row).toMatchObject({ status: 'pending', attempts: 1 });
+    expect(row.parked_since).not.toBeNull();
+    await paused.svc.stop();
+    // Its next look is far off; a process that starts with the endpoint enabled makes it due at once.
+    await db.pool.query(`update jobs set run_at = now() + interval '1 hour' where id = $1`, [id]);
+    rx.setResponder(() => ({ status: 200 }));
+    const back = await service();
+    await waitStatus(id, 'completed', 5_000);
+    expect(back.events('jobs.unparked')[0]).toMatchObject({ jobs: 1 });
+    expect(await job(id)).toMatchObject({ attempts: 2, parked_since: null });
+  });
+
   it('a rotated secret applies to pending retries', async () => {
     rx.setResponder(() => ({ status: 500 }));
     const first = await service({ jobs: { retry: { base: '1s', max: '1s', jitter: 0 } } });
