@@ -21,7 +21,7 @@ export const variants = {
   default: { label: 'acw-webhooks default' },
   tuned: {
     label: 'acw-webhooks tuned',
-    workers: env('BENCH_ACW_WORKERS', 64),
+    workers: env('BENCH_ACW_WORKERS', 128),
     poolSize: env('BENCH_ACW_POOL', 10),
   },
 };
