@@ -36,7 +36,8 @@ async function http() {
 }
 
 async function pgClaimComplete() {
-  const { claimJobs, completeJobs, enqueueJobs } = await dist('queue/store.js');
+  const { claimJobs, enqueueJobs } = await dist('queue/store.js');
+  const { completeJobs } = await dist('queue/outcomes.js');
   const { createPool } = await dist('db/pool.js');
   const pool = createPool({ url: cfg.url, size: cfg.loops + 1, schema: 'public' });
   for (let i = 0; i < cfg.n; i += 1000) {
