@@ -8,7 +8,7 @@
 //   BENCH_BACKLOG_COMPLETED=1000000 BENCH_BACKLOG_FUTURE=100000
 //   BENCH_SCENARIOS=ceiling,deliver,noop,latency,backlog
 //   BENCH_SYSTEMS=acw-default,acw-tuned,graphile-default,graphile-tuned,pgboss-tuned
-//   BENCH_ACW_WORKERS=64 BENCH_ACW_POOL=10   the acw-webhooks "tuned" variant
+//   BENCH_ACW_WORKERS=128 BENCH_ACW_POOL=10  the acw-webhooks "tuned" variant
 //   BENCH_RUN_TIMEOUT_S=150   a throughput run not done by then reports the rate it reached
 //   BENCH_PGBOSS_WORKERS=12   work() subscriptions of the pg-boss "tuned" variant
 //   BENCH_ACW_DB_SETTINGS="plan_cache_mode=force_custom_plan"   what-if experiments on acw's databases
