@@ -12,7 +12,7 @@ import { requireText, requireUuid } from './params.js';
  */
 
 // A new attempt series: due now, attempts reset, no lease, not parked. last_error stays as history until the next outcome.
-const REQUEUE = `status = 'pending', attempts = 0, run_at = now(), completed_at = null, parked_since = null,
+const REQUEUE = `status = 'pending', attempts = 0, run_at = now(), completed_at = null, parked_since = null, skipped_since = null,
   locked_by = null, lease_token = null, lease_expires_at = null, updated_at = now()`;
 
 async function lockJob(client: pg.ClientBase, id: string): Promise<JobRow> {
@@ -58,7 +58,7 @@ export async function cancelJob(db: pg.Pool, id: string, actor: string): Promise
       });
     }
     const upd = await client.query<JobRow>(
-      `update jobs set status = 'cancelled', parked_since = null, updated_at = now() where id = $1 returning ${JOB_COLUMNS}`,
+      `update jobs set status = 'cancelled', parked_since = null, skipped_since = null, updated_at = now() where id = $1 returning ${JOB_COLUMNS}`,
       [jobId],
     );
     await writeAudit(client, {

@@ -79,7 +79,7 @@ export class Flusher {
         if (o.park && f.job.parkedSince && parkedFor >= o.park.deadAfterMs) {
           fails.push([f, { held, error: o.error, dead: true, reason: 'parked', delayMs: 0, attempt }]);
         } else {
-          releases.push([f, { held, delayMs: f.delayMs, error: o.error, park: o.park !== undefined, attempt }]);
+          releases.push([f, { held, delayMs: f.delayMs, error: o.error, ...(o.park ? { park: o.park.reason } : {}), attempt }]);
         }
       } else {
         const permanent = o.kind === 'permanent';

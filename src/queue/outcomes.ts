@@ -67,7 +67,7 @@ export async function completeJobs(
   const res = await db.query<{ id: string }>({
     name: att ? 'acw_complete_att' : 'acw_complete',
     text: `with upd as (
-        update jobs j set status = 'completed', completed_at = now(), last_error = null, parked_since = null, ${CLEAR_LEASE}
+        update jobs j set status = 'completed', completed_at = now(), last_error = null, parked_since = null, skipped_since = null, ${CLEAR_LEASE}
         from unnest($1::uuid[], $2::uuid[]) t(id, lease_token)
         where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
         returning j.id)${att ? att.cte(3) : ''}
@@ -121,7 +121,7 @@ export async function failJobs(pool: pg.Pool, items: readonly FailItem[], onDead
         status = case when t.dead or j.attempts >= j.max_attempts then 'dead' else 'pending' end,
         run_at = case when t.dead or j.attempts >= j.max_attempts then j.run_at
                       else now() + t.delay * interval '1 millisecond' end,
-        last_error = t.error, parked_since = null, ${CLEAR_LEASE}
+        last_error = t.error, parked_since = null, skipped_since = null, ${CLEAR_LEASE}
       from unnest($1::uuid[], $2::uuid[], $3::text[], $4::boolean[], $5::int[]) t(id, lease_token, error, dead, delay)
       where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
       returning j.id, j.status, j.type, j.payload, j.attempts, j.max_attempts, j.last_error, j.event_id, j.endpoint, j.run_at)${
@@ -171,8 +171,12 @@ export interface ReleaseItem {
   held: Held;
   delayMs: number;
   error?: string | null;
-  /** Mark the job parked (endpoint unknown) from now on, unless it already is. */
-  park?: boolean;
+  /**
+   * Why the endpoint could not be used: `unknown` starts the 24 h clock (`parked_since`) unless it
+   * runs, `disabled` stops it; both start `skipped_since` unless it runs. Without it (a hand-back
+   * at shutdown, a lost lease) both stay as they are.
+   */
+  park?: 'unknown' | 'disabled';
   attempt?: AttemptRecord | undefined;
 }
 
@@ -185,8 +189,9 @@ export async function releaseJobs(db: Queryable, items: readonly ReleaseItem[]):
     text: `with upd as (
         update jobs j set status = 'pending', attempts = greatest(j.attempts - 1, 0),
           run_at = now() + t.delay * interval '1 millisecond', last_error = coalesce(t.error, j.last_error),
-          parked_since = case when t.park then coalesce(j.parked_since, now()) else null end, ${CLEAR_LEASE}
-        from unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::boolean[]) t(id, lease_token, delay, error, park)
+          parked_since = case t.park when 'unknown' then coalesce(j.parked_since, now()) when 'disabled' then null else j.parked_since end,
+          skipped_since = case when t.park is null then j.skipped_since else coalesce(j.skipped_since, now()) end, ${CLEAR_LEASE}
+        from unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::text[]) t(id, lease_token, delay, error, park)
         where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
         returning j.id)${att ? att.cte(6) : ''}
       select id from upd`,
@@ -195,7 +200,7 @@ export async function releaseJobs(db: Queryable, items: readonly ReleaseItem[]):
       items.map((i) => i.held.leaseToken),
       items.map((i) => Math.max(0, Math.round(i.delayMs))),
       items.map((i) => i.error ?? null),
-      items.map((i) => i.park === true),
+      items.map((i) => i.park ?? null),
       ...(att?.values ?? []),
     ],
   });

@@ -21,6 +21,7 @@ interface ClaimRow {
   endpoint: string | null;
   created_ms: number;
   parked_since_ms: number | null;
+  skipped_since_ms: number | null;
   db_now_ms: number;
 }
 
@@ -41,7 +42,8 @@ export interface ClaimOptions {
 const RETURNING = `j.id, j.type, j.payload, j.attempts, j.max_attempts, j.lease_token,
   extract(epoch from j.lease_expires_at)::float8 * 1000 as lease_expires_ms,
   j.event_id, j.endpoint, extract(epoch from j.created_at)::float8 * 1000 as created_ms,
-  extract(epoch from j.parked_since)::float8 * 1000 as parked_since_ms, extract(epoch from now())::float8 * 1000 as db_now_ms`;
+  extract(epoch from j.parked_since)::float8 * 1000 as parked_since_ms,
+  extract(epoch from j.skipped_since)::float8 * 1000 as skipped_since_ms, extract(epoch from now())::float8 * 1000 as db_now_ms`;
 
 const SET_RUNNING = `status = 'running', locked_by = $1, lease_token = gen_random_uuid(),
   lease_expires_at = now() + $2 * interval '1 millisecond', attempts = j.attempts + 1, updated_at = now()`;
@@ -116,6 +118,7 @@ function toClaimed(r: ClaimRow, localNow: number): ClaimedJob {
     endpoint: r.endpoint,
     createdAt: new Date(r.created_ms),
     parkedSince: r.parked_since_ms === null ? null : new Date(r.parked_since_ms),
+    skippedSince: r.skipped_since_ms === null ? null : new Date(r.skipped_since_ms),
   };
 }
 
@@ -220,6 +223,7 @@ export async function insertJobs(
         endpoint: j.endpoint ?? null,
         createdAt: new Date(r.db_now_ms),
         parkedSince: null,
+        skippedSince: null,
       });
     }
   }
@@ -276,14 +280,15 @@ export async function nextDueIn(db: Queryable): Promise<number | null> {
 }
 
 /**
- * Make jobs parked for these endpoints (they were unknown or disabled when their turn came) due
- * now: run at start by a process that has them enabled. Reads only the future part of each
- * endpoint's range in the due index. Returns how many were woken.
+ * Make jobs skipped for these endpoints (they were unknown or disabled when their turn came) due
+ * now: run at start by a process that has them enabled. `skipped_since` stays (a process that
+ * still has the endpoint disabled keeps its long waits); a real attempt clears it. Reads only the
+ * future part of each endpoint's range in the due index. Returns how many were woken.
  */
 export async function unparkJobs(db: Queryable, endpoints: readonly string[]): Promise<number> {
   const res = await db.query(
-    `update jobs set run_at = now(), parked_since = null
-      where status = 'pending' and endpoint = any($1::text[]) and run_at > now() and parked_since is not null`,
+    `update jobs set run_at = now()
+      where status = 'pending' and endpoint = any($1::text[]) and run_at > now() and skipped_since is not null`,
     [endpoints],
   );
   return res.rowCount ?? 0;

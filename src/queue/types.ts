@@ -40,7 +40,10 @@ export interface ClaimedJob {
   eventId: string | null;
   endpoint: string | null;
   createdAt: Date;
+  /** Since when its endpoint has been unknown (the 24 h rule). */
   parkedSince: Date | null;
+  /** Since when its turns have found the endpoint unknown or disabled (the growing waits). */
+  skippedSince: Date | null;
 }
 
 /** One HTTP attempt, written to `webhook_attempts` in the same statement as the job's outcome. */
@@ -61,7 +64,7 @@ export type JobOutcome =
   | { kind: 'retry'; error: string; retryAfterMs?: number; attempt?: AttemptRecord }
   | { kind: 'permanent'; error: string; attempt?: AttemptRecord }
   /** Back to pending without spending the attempt; dead with `error` once parked longer than deadAfterMs. */
-  | { kind: 'release'; delayMs: number; error: string; park?: { deadAfterMs: number }; attempt?: AttemptRecord };
+  | { kind: 'release'; delayMs: number; error: string; park?: { reason: 'unknown' | 'disabled'; deadAfterMs: number }; attempt?: AttemptRecord };
 
 /** A job row as the dead hook sees it, after the transition. */
 export interface DeadJob {

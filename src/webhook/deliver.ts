@@ -39,18 +39,18 @@ export function createDeliverHandler(opts: DeliverOptions): JobHandler {
       // The first skip of a parked job is logged at info, the later looks at debug: a paused
       // endpoint's backlog would otherwise log a line per job every few seconds.
       const fields = { event: 'webhook.skipped', job_id: job.id, endpoint: name, reason: ep ? 'endpoint_disabled' : 'endpoint_unknown' };
-      if (job.parkedSince) opts.log.debug(fields, why);
+      if (job.skippedSince) opts.log.debug(fields, why);
       else opts.log.info(fields, why);
-      // Each wait is as long as the job has been parked so far (from recheckMs up to recheckMaxMs),
+      // Each wait is as long as the job has been skipped so far (from recheckMs up to recheckMaxMs),
       // so the looks thin out: a big backlog is not claimed and released over and over. A process
-      // that starts with the endpoint enabled and known makes its parked jobs due at once.
-      const parkedFor = job.parkedSince ? Math.max(0, Date.now() - job.parkedSince.getTime()) : 0;
+      // that starts with the endpoint enabled and known makes its skipped jobs due at once.
+      const skippedFor = job.skippedSince ? Math.max(0, Date.now() - job.skippedSince.getTime()) : 0;
       return {
         kind: 'release',
-        delayMs: Math.min(Math.max(opts.recheckMs, parkedFor), Math.max(opts.recheckMs, opts.recheckMaxMs)),
+        delayMs: Math.min(Math.max(opts.recheckMs, skippedFor), Math.max(opts.recheckMs, opts.recheckMaxMs)),
         error: why,
-        // Only an unknown endpoint counts towards going dead; a paused one waits for the operator.
-        park: { deadAfterMs: ep ? Infinity : UNKNOWN_ENDPOINT_DEAD_AFTER_MS },
+        // Only time unknown counts towards going dead; a paused one waits for the operator.
+        park: ep ? { reason: 'disabled', deadAfterMs: Infinity } : { reason: 'unknown', deadAfterMs: UNKNOWN_ENDPOINT_DEAD_AFTER_MS },
       };
     }
     if (!isPayload(job.payload)) return { kind: 'permanent', error: 'payload has no body/topic: not a webhook.deliver job' };

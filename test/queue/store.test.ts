@@ -129,7 +129,7 @@ describe('queue store', () => {
   it('release hands a job back without spending its attempt', async () => {
     await enqueueJobs(db.pool, [job(1)], CH);
     const [a] = await claimJobs(db.pool, { workerId: 'w', limit: 1, leaseMs: 30_000 });
-    expect((await releaseJobs(db.pool, [{ held: a!, delayMs: 0, park: true, error: 'endpoint unknown' }])).size).toBe(1);
+    expect((await releaseJobs(db.pool, [{ held: a!, delayMs: 0, park: 'unknown', error: 'endpoint unknown' }])).size).toBe(1);
     const row = (await db.pool.query('select status, attempts, parked_since is not null as parked, locked_by from jobs')).rows[0];
     expect(row).toEqual({ status: 'pending', attempts: 0, parked: true, locked_by: null });
   });

@@ -268,7 +268,7 @@ describe('dispatch rules', () => {
     expect((await db.pool.query(`select details->>'reason' as r from audit_log`)).rows).toEqual([{ r: 'parked' }]);
   });
 
-  it('a paused endpoint keeps its jobs, attempts unspent, looked at less and less often; a restart with it enabled sends them at once', async () => {
+  it('a paused endpoint keeps its jobs, attempts unspent, looked at less and less often, its pause not counted as unknown time; a restart with it enabled sends them at once', async () => {
     rx.setResponder(() => ({ status: 503 }));
     const first = await service({ jobs: { retry: { base: '1m', max: '1m', jitter: 0 } } });
     const id = (await send(first.svc, 'a.b')).body.job_ids[0]!;
@@ -286,16 +286,24 @@ describe('dispatch rules', () => {
     expect(skips[0]).toMatchObject({ level: 30, reason: 'endpoint_disabled' });
     expect(skips.slice(1).map((l) => l.level)).toEqual(skips.slice(1).map(() => 20));
     const row = await job(id);
-    expect(row).toMatchObject({ status: 'pending', attempts: 1 });
-    expect(row.parked_since).not.toBeNull();
+    expect(row).toMatchObject({ status: 'pending', attempts: 1, parked_since: null });
+    expect(row.skipped_since).not.toBeNull();
     await paused.svc.stop();
+    // Paused for two days, then the endpoint is dropped from the config: the 24 h rule counts time
+    // unknown only, so the job is parked now, not sent to dead.
+    await db.pool.query(`update jobs set skipped_since = now() - interval '2 days', run_at = now() where id = $1`, [id]);
+    const dropped = await service({ notify: { webhook: { url: '' } }, jobs: { poll_interval: '20ms', retry: { base: '50ms', max: '400ms', jitter: 0 } } });
+    await waitFor(() => dropped.events('webhook.skipped').some((l) => l.job_id === id && l.reason === 'endpoint_unknown'));
+    await dropped.svc.stop();
+    expect(await job(id)).toMatchObject({ status: 'pending', attempts: 1 });
+    expect((await job(id)).parked_since).not.toBeNull();
     // Its next look is far off; a process that starts with the endpoint enabled makes it due at once.
     await db.pool.query(`update jobs set run_at = now() + interval '1 hour' where id = $1`, [id]);
     rx.setResponder(() => ({ status: 200 }));
     const back = await service();
     await waitStatus(id, 'completed', 5_000);
     expect(back.events('jobs.unparked')[0]).toMatchObject({ jobs: 1 });
-    expect(await job(id)).toMatchObject({ attempts: 2, parked_since: null });
+    expect(await job(id)).toMatchObject({ attempts: 2, parked_since: null, skipped_since: null });
   });
 
   it('a rotated secret applies to pending retries', async () => {
