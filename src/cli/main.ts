@@ -28,9 +28,11 @@ export function buildProgram(): Command {
   // Subcommands made later inherit exitOverride only if set on each; do it for the whole tree.
   // `-c FILE` is taken anywhere on the line (`acw-webhooks -c f jobs list`, `jobs -c f list`,
   // `jobs list -c f`): each group takes it too, and the command that runs gets the nearest one.
+  // Positional: a group reads only the options before its subcommand, so a value such as
+  // `--secret -c0ffee` further right stays the subcommand's.
   const walk = (c: Command): void => {
     c.exitOverride();
-    if (c.commands.length > 0) c.option('-c, --config <file>', 'config file (for every subcommand)');
+    if (c.commands.length > 0) c.enablePositionalOptions().option('-c, --config <file>', 'config file (for every subcommand)');
     c.commands.forEach(walk);
   };
   walk(program);

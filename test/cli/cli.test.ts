@@ -82,9 +82,13 @@ describe('config check', () => {
       expect({ args, code: r.code }).toEqual({ args, code: 2 });
       expect(r.stderr).toContain('jobs.wokers');
     }
-    // The nearest one wins: the command's own over the top-level one.
+    // The nearest one wins: the command's own over the top-level one, wherever they stand.
     expect((await cli(['-c', bad, 'config', 'check', '-c', EXAMPLE])).code).toBe(0);
-    expect((await cli(['-c', EXAMPLE, 'config', 'check'])).code).toBe(0);
+    expect((await cli(['config', '-c', EXAMPLE, 'check', '-c', bad])).code).toBe(2);
+    // A value that starts with -c further right belongs to its own option, not to the top level's -c.
+    const v = await cli(['verify', '--secret', '-cafe1', '--timestamp', '1700000000', '--signature', 'sha256=00', '--body', '@' + EXAMPLE]);
+    expect(v.stderr).not.toMatch(/argument missing|not specified/);
+    expect(v.code).toBe(1);
   });
 
   it('names an unset ${VAR} without showing anything of it', async () => {

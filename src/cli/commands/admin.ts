@@ -109,9 +109,8 @@ export function registerJobs(program: Command): void {
       }
       await admin(o, async ({ pool, jobsChannel }) => {
         const filter = { status: 'dead' as const, topic: o.topic, endpoint: o.endpoint, since };
-        // One JSON line, as POST /v1/jobs/redrive answers: the count matched (--dry-run) or re-queued.
-        if (o.dryRun) printJson({ ...(await redriveJobs(pool, { ...filter, dry_run: true }, actor(), jobsChannel)), dry_run: true });
-        else printJson(await redriveJobs(pool, filter, actor(), jobsChannel));
+        // One JSON line, as POST /v1/jobs/redrive answers: {count}, matched (--dry-run) or re-queued.
+        printJson(await redriveJobs(pool, o.dryRun ? { ...filter, dry_run: true } : filter, actor(), jobsChannel));
       });
     });
 }
