@@ -29,10 +29,14 @@ export const eventData = z.unknown().superRefine((value, ctx) => {
     ctx.addIssue({ code: 'custom', message: 'is required (any JSON value, null included)' });
     return;
   }
-  let text: string;
+  let text: string | undefined;
   try {
-    text = JSON.stringify(value);
+    text = JSON.stringify(value) as string | undefined;
   } catch {
+    text = undefined;
+  }
+  // A function, a symbol or a toJSON() answering undefined serialises to nothing.
+  if (text === undefined) {
     ctx.addIssue({ code: 'custom', message: 'must be JSON-serialisable' });
     return;
   }

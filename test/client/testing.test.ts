@@ -97,7 +97,7 @@ describe('createTestClient', () => {
     const c = createTestClient();
     const cyclic: Record<string, unknown> = {};
     cyclic.self = cyclic;
-    for (const data of [cyclic, { n: 1n }, undefined, { s: 'nul \u0000 byte' }, { s: 'lone \ud800' }, { ['\udc00']: 1 }]) {
+    for (const data of [cyclic, { n: 1n }, undefined, () => 1, { toJSON: () => undefined }, { s: 'nul \u0000 byte' }, { s: 'lone \ud800' }, { ['\udc00']: 1 }]) {
       const err = await failure(c.notify('a.b', data));
       expect(err).toMatchObject({ status: 400, code: 'invalid_input', details: { field: 'data' } });
     }

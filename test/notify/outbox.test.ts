@@ -68,6 +68,8 @@ describe('outbox notify()', () => {
     await expect(notify(c, 'Not A Topic', {})).rejects.toThrow(/^topic: /);
     await expect(notify(c, 'a.b', { s: 'nul\u0000' })).rejects.toThrow(/data: .*NUL/);
     await expect(notify(c, 'a.b', undefined)).rejects.toThrow(/data/);
+    // Data that serialises to nothing is refused, not a TypeError.
+    await expect(notify(c, 'a.b', () => 1)).rejects.toThrow(OutboxError);
     // jsonb refuses a lone surrogate too: refused here, so the caller's transaction is not aborted by it.
     await c.query('begin');
     await expect(notify(c, 'a.b', { s: 'half \ud800 a pair' })).rejects.toThrow(/data: .*lone surrogate/);
