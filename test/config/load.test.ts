@@ -216,6 +216,11 @@ describe('maskConfig', () => {
     const url = `https://hooks.example.com/in?team=7&token=${SECRET}&api_key=${SECRET}&X-Amz-Signature=${SECRET}#frag`;
     const masked = maskConfig(parseConfig({ notify: { webhook: { url, secret: 's' } } }));
     expect(masked.notify.webhook.url).toBe('https://hooks.example.com/in?team=7&token=[redacted]&api_key=[redacted]&X-Amz-Signature=[redacted]#frag');
+    const more = maskConfig(
+      parseConfig({ notify: { webhook: { url: `https://${SECRET}@h.example.com/x?apiKey=${SECRET}&design=1&monkey=2&author=3#access_token=${SECRET}`, secret: 's' } } }),
+    );
+    // A user with no password (a key), camelCase names and fragment parameters too; names that merely contain "sig" or "key" stay.
+    expect(more.notify.webhook.url).toBe('https://[redacted]@h.example.com/x?apiKey=[redacted]&design=1&monkey=2&author=3#access_token=[redacted]');
   });
 
   test('a URL that does not parse is named in the error with its credentials hidden', () => {
