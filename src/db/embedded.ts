@@ -155,8 +155,7 @@ function runAs(): RunAs | null {
 function reachableBinaries(bin: Binaries, as: RunAs | null): Binaries {
   if (!as || traversableByOthers(bin.postgres)) return bin;
   const native = resolve(dirname(bin.postgres), '..');
-  const key = createHash('sha256').update(native).update(String(statSync(bin.postgres).mtimeMs)).digest('hex').slice(0, 16);
-  const target = resolve(SHARED, `native-${key}`);
+  const target = sharedBinariesDir(bin);
   if (!existsSync(resolve(target, 'bin', 'postgres'))) {
     mkdirSync(SHARED, { recursive: true, mode: 0o755 });
     chmodSync(SHARED, 0o755);
@@ -170,6 +169,31 @@ function reachableBinaries(bin: Binaries, as: RunAs | null): Binaries {
     }
   }
   return { initdb: resolve(target, 'bin', 'initdb'), postgres: resolve(target, 'bin', 'postgres') };
+}
+
+/**
+ * Remove what startEmbeddedPostgres put under /var/tmp for a throwaway data directory: the
+ * cluster `<data_dir>/pg` links to, and with `binaries` the copy of the binaries (made when they
+ * sit below a private directory, as in a CI clone; every embedded server of this install shares
+ * it, so only once all of them have stopped). For tests and tools that delete `dataDir`
+ * afterwards; never for a data directory that is kept.
+ */
+export async function removeSharedCopies(dataDir: string, opts: { binaries?: boolean } = {}): Promise<void> {
+  const pgDir = resolve(dataDir, 'pg');
+  const link = lstatSync(pgDir, { throwIfNoEntry: false });
+  if (link?.isSymbolicLink()) {
+    const cluster = dirname(resolve(dirname(pgDir), readlinkSync(pgDir)));
+    if (dirname(cluster) === SHARED) rmSync(cluster, { recursive: true, force: true });
+  }
+  if (!opts.binaries) return;
+  const bin = await binaries().catch(() => null);
+  if (bin && !traversableByOthers(bin.postgres)) rmSync(sharedBinariesDir(bin), { recursive: true, force: true });
+}
+
+function sharedBinariesDir(bin: Binaries): string {
+  const native = resolve(dirname(bin.postgres), '..');
+  const key = createHash('sha256').update(native).update(String(statSync(bin.postgres).mtimeMs)).digest('hex').slice(0, 16);
+  return resolve(SHARED, `native-${key}`);
 }
 
 /** Likewise the cluster: kept under /var/tmp with `<data_dir>/pg` a symlink to it. */

@@ -1,10 +1,11 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { removeSharedCopies } from '../../src/db/embedded.js';
 import { signAcw } from '../../src/webhook/sign.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
@@ -201,6 +202,6 @@ describe('serve and worker processes', () => {
     expect(await p.stop('SIGTERM')).toBe(0);
     await waitFor(() => !existsSync(join(dataDir, 'pg', 'postmaster.pid')), 10_000);
     // As root below a private temp dir, the cluster lives under /var/tmp behind a symlink: remove it too.
-    rmSync(realpathSync(join(dataDir, 'pg')), { recursive: true, force: true });
+    await removeSharedCopies(dataDir);
   }, 90_000);
 });
