@@ -14,6 +14,7 @@ import {
 } from '../../admin/index.js';
 import { parseDuration } from '../../config/index.js';
 import { channels } from '../../db/sql.js';
+import type { Logger } from '../../log.js';
 import { EXIT, ExitError, printJson, readConfig, withDatabase, type GlobalOptions } from '../context.js';
 
 /** Operator commands act as this principal in audit_log: the OS user running them. */
@@ -22,12 +23,15 @@ function actor(): string {
 }
 
 /** Run an admin operation against the configured database; AdminErrors become exit codes. */
-async function admin<T>(o: GlobalOptions, fn: (ctx: { pool: import('pg').Pool; url: string; jobsChannel: string; alertsChannel: string }) => Promise<T>): Promise<T> {
+async function admin<T>(
+  o: GlobalOptions,
+  fn: (ctx: { pool: import('pg').Pool; url: string; jobsChannel: string; alertsChannel: string; log: Logger }) => Promise<T>,
+): Promise<T> {
   const config = readConfig(o);
-  return withDatabase(config, async (db) => {
+  return withDatabase(config, async (db, log) => {
     const ch = channels(config.database.schema);
     try {
-      return await fn({ pool: db.pool, url: db.url, jobsChannel: ch.jobs, alertsChannel: ch.alerts });
+      return await fn({ pool: db.pool, url: db.url, jobsChannel: ch.jobs, alertsChannel: ch.alerts, log });
     } catch (err) {
       if (err instanceof AdminError) throw new ExitError(err.status === 400 ? EXIT.usage : EXIT.failure, err.message);
       throw err;
@@ -157,7 +161,7 @@ export function registerAlerts(program: Command): void {
       const since = o.since === undefined ? undefined : Number(o.since);
       if (since !== undefined && (!Number.isInteger(since) || since < 0)) throw new ExitError(EXIT.usage, `--since: expected an alert id, got ${JSON.stringify(o.since)}`);
       const limit = positiveInt(o.limit, '--limit');
-      await admin(o, async ({ pool, url, alertsChannel }) => {
+      await admin(o, async ({ pool, url, alertsChannel, log }) => {
         if (!o.follow) {
           for (const a of await readAlerts(pool, { sinceId: since, limit })) printJson(a);
           return;
@@ -166,7 +170,8 @@ export function registerAlerts(program: Command): void {
         const stop = () => ctl.abort();
         process.once('SIGINT', stop);
         process.once('SIGTERM', stop);
-        await followAlerts({ pool, url, channel: alertsChannel, sinceId: since, signal: ctl.signal, onAlert: (a) => printJson(a) });
+        // Its log (stderr, warn and up) says when the database is lost and while it retries.
+        await followAlerts({ pool, url, channel: alertsChannel, sinceId: since, signal: ctl.signal, onAlert: (a) => printJson(a), log });
       });
     });
 }
