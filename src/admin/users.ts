@@ -39,12 +39,18 @@ export async function addUser(db: pg.Pool, u: { name: string; role: string }, ac
   const role = requireRole(u.role);
   const token = newToken();
   return withTransaction(db, async (client) => {
-    const res = await client.query(
-      `insert into users (name, role, token_hash) values ($1, $2, $3) on conflict (name) do nothing returning id`,
+    // A revoked name may be added again (how a leaked token is replaced): a new token and role,
+    // the same user row, so its notifications and idempotency keys stay its own.
+    const res = await client.query<{ reissued: boolean }>(
+      `insert into users (name, role, token_hash) values ($1, $2, $3)
+       on conflict (name) do update set role = excluded.role, token_hash = excluded.token_hash, revoked_at = null
+         where users.revoked_at is not null
+       returning (xmax <> 0) as reissued`,
       [name, role, hashToken(token)],
     );
-    if (res.rows.length === 0) throw new AdminError(409, 'conflict', `name: a user named ${name} already exists`, { field: 'name' });
-    await writeAudit(client, { action: 'user.add', actor, targetType: 'user', targetId: name, details: { role } });
+    const row = res.rows[0];
+    if (!row) throw new AdminError(409, 'conflict', `name: a user named ${name} already exists (revoke it first to issue a new token)`, { field: 'name' });
+    await writeAudit(client, { action: 'user.add', actor, targetType: 'user', targetId: name, details: row.reissued ? { role, reissued: true } : { role } });
     return { name, role, token };
   });
 }

@@ -62,6 +62,21 @@ describe('users', () => {
     expect((await db.pool.query(`select 1 from audit_log where action = 'user.revoke'`)).rows).toHaveLength(1);
     expect(await listUsers(db.pool)).toEqual([{ name: 'temp', role: 'admin', created_at: expect.any(String), revoked_at: revoked.revoked_at }]);
   });
+
+  it('a revoked name can be added again: a new token, the same user; the old token stays refused', async () => {
+    const old = await addUser(db.pool, { name: 'rotated', role: 'service' }, 'ops');
+    const id = (await db.pool.query(`select id from users where name = 'rotated'`)).rows[0].id;
+    await revokeUser(db.pool, 'rotated', 'ops');
+    const fresh = await addUser(db.pool, { name: 'rotated', role: 'viewer' }, 'ops');
+    expect(fresh.token).not.toBe(old.token);
+    expect(await authenticate(db.pool, old.token)).toBeNull();
+    expect(await authenticate(db.pool, fresh.token)).toMatchObject({ name: 'rotated', role: 'viewer' });
+    expect((await db.pool.query(`select id, revoked_at from users where name = 'rotated'`)).rows).toEqual([{ id, revoked_at: null }]);
+    const audit = await db.pool.query(`select details from audit_log where action = 'user.add' and target_id = 'rotated' order by id`);
+    expect(audit.rows.map((r) => r.details)).toEqual([{ role: 'service' }, { role: 'viewer', reissued: true }]);
+    // A name in use is still a conflict.
+    expect((await refusal(addUser(db.pool, { name: 'rotated', role: 'viewer' }, 'ops'))).status).toBe(409);
+  });
 });
 
 describe('jobs', () => {
