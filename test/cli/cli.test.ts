@@ -133,8 +133,14 @@ describe('CLI basics', () => {
     expect(n.code).toBe(0);
     const out = JSON.parse(n.stdout);
     expect(out.job_ids).toHaveLength(1);
+    expect(out.replayed).toBe(false);
     const row = (await db.pool.query('select type, endpoint, status from jobs where id = $1', [out.job_ids[0]])).rows[0];
     expect(row).toEqual({ type: 'webhook.deliver', endpoint: 'default', status: 'pending' });
+    // The same idempotency key again: the first answer, marked as a replay, and nothing written.
+    const keyed = async () => JSON.parse((await cli(['notify', 'cli.hello', '--idempotency-key', 'k-1', '-c', cfg], { DATABASE_URL: db.url })).stdout);
+    const first = await keyed();
+    expect(await keyed()).toEqual({ ...first, replayed: true });
+    expect(first.replayed).toBe(false);
     const bad = await cli(['notify', 'Bad Topic', '-c', cfg], { DATABASE_URL: db.url });
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('topic');

@@ -48,7 +48,9 @@ export function registerNotify(program: Command): void {
             jobsChannel: channels(config.database.schema).jobs,
             log,
           });
-          printJson(ans.body);
+          // The answer as POST /v1/notify gives it, plus whether it is the first answer for an
+          // idempotency key given again (HTTP says so by its 200), as the JS client reports it.
+          printJson({ ...ans.body, replayed: ans.status === 200 });
         } catch (err) {
           if (err instanceof NotifyError) throw new ExitError(err.status === 409 ? EXIT.failure : EXIT.usage, err.message);
           throw err;
