@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici';
-import { maskConfig, resolveEndpoints, type Config, type Endpoint } from './config/index.js';
+import { configWarnings, maskConfig, resolveEndpoints, type Config, type Endpoint } from './config/index.js';
 import { openDatabase, type Database } from './db/connect.js';
 import { migrate } from './db/migrate.js';
 import { channels } from './db/sql.js';
@@ -95,6 +95,7 @@ export class Service {
   private async boot(opts: ServiceOptions): Promise<void> {
     const { config: cfg, log } = this;
     log.info({ event: 'service.config', config: maskConfig(cfg) }, 'effective configuration');
+    for (const w of configWarnings(cfg)) log.warn({ event: 'config.warning', warning: w }, w);
     if (cfg.database.migrate) await migrate(this.db.pool, { schema: cfg.database.schema, log });
     await bootstrapUsers(this.db.pool, cfg.server.auth.users, log);
     if (!cfg.jobs.enabled) {

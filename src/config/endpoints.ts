@@ -52,3 +52,20 @@ export function resolveEndpoints(config: Config): Endpoint[] {
   }
   return out;
 }
+
+/**
+ * What is valid but almost surely a mistake, each naming its key: an enabled endpoint with a URL
+ * and no topics never receives an event (its whitelist is empty). `config check` prints these and
+ * the service logs them at start; neither refuses the config.
+ */
+export function configWarnings(config: Config): string[] {
+  const w = config.notify.webhook;
+  const out: string[] = [];
+  if (!w.enabled) return out;
+  const empty = 'empty: this endpoint receives no event (list topics, "prefix.*" or "*")';
+  if (w.url !== '' && w.topics.length === 0) out.push(`notify.webhook.topics: ${empty}`);
+  w.endpoints.forEach((ep, i) => {
+    if (ep.enabled && ep.topics.length === 0) out.push(`notify.webhook.endpoints[${i}].topics: ${empty}`);
+  });
+  return out;
+}

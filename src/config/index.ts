@@ -1,6 +1,6 @@
 /** Configuration: schema (defaults and docs), loading, durations, topics and endpoints. */
 export { formatDuration, formatSize, parseDuration, parseSize } from './duration.js';
-export { resolveEndpoints, DEFAULT_ENDPOINT, type Endpoint } from './endpoints.js';
+export { configWarnings, resolveEndpoints, DEFAULT_ENDPOINT, type Endpoint } from './endpoints.js';
 export { ConfigError, formatPath } from './errors.js';
 export { interpolate, interpolateString, type Env } from './interpolate.js';
 export { parseListen, type ListenAddress } from './listen.js';

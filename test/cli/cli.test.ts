@@ -58,8 +58,21 @@ function writeConfig(name: string, text: string): string {
 describe('config check', () => {
   it('passes config.example.yaml as shipped (exit 0)', async () => {
     const r = await cli(['config', 'check', '-c', EXAMPLE]);
-    expect(r).toMatchObject({ code: 0 });
+    expect(r).toMatchObject({ code: 0, stderr: '' });
     expect(r.stdout).toContain('ok');
+  });
+
+  it('warns, still exit 0, about an endpoint with a URL and no topics (it would receive nothing)', async () => {
+    const path = writeConfig(
+      'no-topics.yaml',
+      'notify:\n  webhook:\n    url: http://127.0.0.1:9/x\n    secret: s\n    endpoints:\n      - { name: b, url: "http://127.0.0.1:9/b", secret: s, topics: ["a.*"] }\n      - { name: c, url: "http://127.0.0.1:9/c", secret: s }\n',
+    );
+    const r = await cli(['config', 'check', '-c', path]);
+    expect(r.code).toBe(0);
+    expect(r.stderr.trim().split('\n')).toEqual([
+      'warning: notify.webhook.topics: empty: this endpoint receives no event (list topics, "prefix.*" or "*")',
+      'warning: notify.webhook.endpoints[1].topics: empty: this endpoint receives no event (list topics, "prefix.*" or "*")',
+    ]);
   });
 
   it('exits 2 naming every bad key, never echoing a secret', async () => {
