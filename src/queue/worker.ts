@@ -4,7 +4,7 @@ import type pg from 'pg';
 import { PermanentError, coerceError } from '../errors.js';
 import { Listener } from '../db/listener.js';
 import { silentLogger, type Logger } from '../log.js';
-import { backoffDelay, type RetryPolicy } from './backoff.js';
+import { outcomeDelay, type RetryPolicy } from './backoff.js';
 import { Flusher, type Finished } from './flusher.js';
 import { Heartbeat, type Running } from './heartbeat.js';
 import { releaseJobs } from './outcomes.js';
@@ -334,7 +334,7 @@ export class WorkerPool {
         ...(out.attempt ? { attempt: { ...out.attempt, aborted: true } } : {}),
       };
     }
-    const delayMs = this.delayFor(job, out);
+    const delayMs = outcomeDelay(this.opts.retry, job.attempts, out);
     this.flusher.push({ job, outcome: out, delayMs, leaseLost: entry.leaseLost });
     this.wake();
     if (this.running.size === 0) for (const r of this.idle.splice(0)) r();
@@ -352,15 +352,6 @@ export class WorkerPool {
     };
     if (free >= Math.max(1, Math.floor((cap ?? 0) / 4))) refill();
     else this.refillTimer ??= setTimeout(refill, 2);
-  }
-
-  private delayFor(job: ClaimedJob, out: JobOutcome): number {
-    if (out.kind === 'release') return out.delayMs;
-    if (out.kind !== 'retry') return 0;
-    const schedule = backoffDelay(this.opts.retry, job.attempts);
-    // Retry-After is honoured but never earlier than the schedule and never past retry.max.
-    if (out.retryAfterMs !== undefined) return Math.max(schedule, Math.min(out.retryAfterMs, this.opts.retry.max));
-    return schedule;
   }
 
   /**
