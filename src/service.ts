@@ -146,7 +146,7 @@ export class Service {
           endpoints: () => this.endpointMap,
           dispatcher: this.agent,
           recheckMs: Math.min(j.retry.base, 60_000),
-          recheckMaxMs: Math.max(j.retry.max, Math.min(j.retry.base, 60_000)),
+          recheckMaxMs: j.retry.max,
           log,
         }),
       },
@@ -163,11 +163,11 @@ export class Service {
         this.metrics.jobFinished(f, changed, next);
       },
     });
-    // Jobs parked while their endpoint was unknown or disabled: due at once now that it is back.
+    // Jobs skipped while their endpoint was unknown or disabled: due at once now that it is back.
     const back = this.endpointList.filter((e) => e.enabled).map((e) => e.name);
     if (back.length > 0 && cfg.notify.webhook.enabled) {
       const woken = await unparkJobs(this.db.pool, back);
-      if (woken > 0) log.info({ event: 'jobs.unparked', jobs: woken }, 'jobs parked for endpoints that are enabled now are due again');
+      if (woken > 0) log.info({ event: 'jobs.unparked', jobs: woken }, 'jobs skipped for endpoints that are enabled now are due again');
     }
     // Workers first: the dispatcher hands jobs to them from its first batch on.
     await this.workers.start();

@@ -17,7 +17,7 @@ export interface DeliverOptions {
   dispatcher: Dispatcher;
   /** How long a job with an unknown or disabled endpoint first waits before it looks again. */
   recheckMs: number;
-  /** The longest wait between looks: each wait is as long as the job has been parked, up to this. */
+  /** The longest wait between looks (never below recheckMs): each wait is as long as the job has been skipped, up to this. */
   recheckMaxMs: number;
   log: Logger;
 }
@@ -36,7 +36,7 @@ export function createDeliverHandler(opts: DeliverOptions): JobHandler {
     const ep = opts.endpoints().get(name);
     if (!ep || !ep.enabled) {
       const why = ep ? `endpoint ${name} is disabled` : `endpoint ${name} is not configured`;
-      // The first skip of a parked job is logged at info, the later looks at debug: a paused
+      // The first skip of a job is logged at info, the later looks at debug: a paused
       // endpoint's backlog would otherwise log a line per job every few seconds.
       const fields = { event: 'webhook.skipped', job_id: job.id, endpoint: name, reason: ep ? 'endpoint_disabled' : 'endpoint_unknown' };
       if (job.skippedSince) opts.log.debug(fields, why);
