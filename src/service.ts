@@ -5,15 +5,17 @@ import { migrate } from './db/migrate.js';
 import { channels } from './db/sql.js';
 import { silentLogger, type Logger } from './log.js';
 import { Metrics } from './metrics.js';
-import { EventDispatcher } from './notify/dispatcher.js';
-import { WEBHOOK_JOB, type DispatchContext } from './notify/dispatch.js';
+import type { FanOutContext } from './notify/fan-out.js';
+import { OutboxPump } from './notify/outbox-pump.js';
 import { jobPurge } from './runners/purge.js';
 import { jobReaper } from './runners/reaper.js';
 import { Scheduler, type PeriodicRunner } from './runners/scheduler.js';
-import { unparkJobs } from './queue/store.js';
+import { enqueueJobs, unparkJobs } from './queue/store.js';
+import type { NewJob } from './queue/types.js';
 import { WorkerPool, type JobHandler } from './queue/worker.js';
 import { createDeliverHandler, logAttempt } from './webhook/deliver.js';
 import { deadLetterHook } from './webhook/dead-letter.js';
+import { WEBHOOK_JOB } from './webhook/job.js';
 import { createDeliveryAgent } from './webhook/send.js';
 import { bootstrapUsers } from './users.js';
 
@@ -23,27 +25,27 @@ export interface ServiceOptions {
   /** Extra job handlers and periodic runners of an embedding application. */
   handlers?: Record<string, JobHandler>;
   runners?: PeriodicRunner[];
-  /** The undici dispatcher deliveries go through (tests pass a MockAgent). */
-  dispatcher?: Dispatcher;
+  /** The HTTP agent deliveries go through (an undici Dispatcher; tests pass a MockAgent). */
+  httpAgent?: Dispatcher;
   /** An already open database (tests); otherwise opened from the config. */
   database?: Database;
 }
 
 /**
- * The running parts of one process: the database, and (unless `jobs.enabled: false`) the event
- * dispatcher, the delivery workers and the periodic runners. The HTTP server sits on top of it.
+ * The running parts of one process: the database, and (unless `jobs.enabled: false`) the outbox
+ * pump, the delivery workers and the periodic runners. The HTTP server sits on top of it.
  */
 export class Service {
   readonly config: Config;
   readonly log: Logger;
   readonly db: Database;
   readonly channels: ReturnType<typeof channels>;
-  readonly dispatchContext: DispatchContext;
+  readonly fanOutContext: FanOutContext;
   readonly scheduler: Scheduler;
   /** Prometheus metrics of this process, served on /metrics. */
   readonly metrics: Metrics;
   workers: WorkerPool | null = null;
-  dispatcher: EventDispatcher | null = null;
+  outboxPump: OutboxPump | null = null;
   private endpointList: readonly Endpoint[];
   private endpointMap: ReadonlyMap<string, Endpoint>;
   private endpointCaps: ReadonlyMap<string, number>;
@@ -60,10 +62,10 @@ export class Service {
     this.endpointList = resolveEndpoints(opts.config);
     this.endpointMap = new Map(this.endpointList.map((e) => [e.name, e]));
     this.endpointCaps = new Map(this.endpointList.map((e) => [e.name, e.max_in_flight]));
-    this.ownsAgent = !opts.dispatcher;
-    this.agent = opts.dispatcher ?? createDeliveryAgent();
+    this.ownsAgent = !opts.httpAgent;
+    this.agent = opts.httpAgent ?? createDeliveryAgent();
     const cfg = opts.config;
-    this.dispatchContext = {
+    this.fanOutContext = {
       endpoints: () => this.endpointList,
       webhooksEnabled: () => cfg.notify.webhook.enabled,
       maxAttempts: cfg.jobs.max_attempts,
@@ -73,6 +75,14 @@ export class Service {
     };
     this.metrics = new Metrics({ pool: db.pool, log: this.log, inFlight: () => this.workers?.inFlight ?? 0 });
     this.scheduler = new Scheduler({ pool: db.pool, log: this.log, onError: (name) => this.metrics.runnerError(name) });
+  }
+
+  /**
+   * Queue jobs of the application's own types (run by the handlers given to start()); returns their
+   * ids. Webhook deliveries come from notify, never from here.
+   */
+  async enqueue(jobs: readonly NewJob[]): Promise<string[]> {
+    return enqueueJobs(this.db.pool, jobs, this.channels.jobs);
   }
 
   get endpoints(): readonly Endpoint[] {
@@ -99,7 +109,7 @@ export class Service {
     if (cfg.database.migrate) await migrate(this.db.pool, { schema: cfg.database.schema, log });
     await bootstrapUsers(this.db.pool, cfg.server.auth.users, log);
     if (!cfg.jobs.enabled) {
-      log.info({ event: 'jobs.disabled' }, 'jobs.enabled is false: no dispatcher, scheduler or workers');
+      log.info({ event: 'jobs.disabled' }, 'jobs.enabled is false: no outbox pump, scheduler or workers');
       return;
     }
     const onDead = deadLetterHook(this.channels.alerts);
@@ -127,14 +137,14 @@ export class Service {
     ]) {
       this.scheduler.register(r);
     }
-    this.dispatcher = new EventDispatcher({
+    this.outboxPump = new OutboxPump({
       pool: this.db.pool,
       url: this.db.url,
       channel: this.channels.events,
       pollMs: j.poll_interval,
-      ctx: this.dispatchContext,
+      ctx: this.fanOutContext,
       log,
-      onDispatched: (topic, n) => this.metrics.jobsEnqueued(WEBHOOK_JOB, topic, n),
+      onFannedOut: (topic, n) => this.metrics.jobsEnqueued(WEBHOOK_JOB, topic, n),
     });
     this.workers = new WorkerPool({
       pool: this.db.pool,
@@ -144,7 +154,7 @@ export class Service {
         ...opts.handlers,
         [WEBHOOK_JOB]: createDeliverHandler({
           endpoints: () => this.endpointMap,
-          dispatcher: this.agent,
+          agent: this.agent,
           recheckMs: Math.min(j.retry.base, 60_000),
           recheckMaxMs: j.retry.max,
           log,
@@ -169,20 +179,19 @@ export class Service {
       const woken = await unparkJobs(this.db.pool, back);
       if (woken > 0) log.info({ event: 'jobs.unparked', jobs: woken }, 'jobs skipped for endpoints that are enabled now are due again');
     }
-    // Workers first: the dispatcher hands jobs to them from its first batch on.
+    // Workers first: the outbox pump hands jobs to them from its first batch on.
     await this.workers.start();
-    await this.dispatcher.start();
+    await this.outboxPump.start();
     this.scheduler.start();
   }
 
-  /** Stop claiming, let in-flight work finish within the grace, hand back the rest, close the database. */
   /**
    * Stop all background work at once: claiming stops at the first moment, so the whole of
    * `shutdown_grace` goes to in-flight deliveries. The database stays open (for HTTP requests
    * still finishing) until stop().
    */
   async stopWork(): Promise<void> {
-    this.stoppingWork ??= Promise.all([this.dispatcher?.stop(), this.scheduler.stop(), this.workers?.stop()]).then(() => undefined);
+    this.stoppingWork ??= Promise.all([this.outboxPump?.stop(), this.scheduler.stop(), this.workers?.stop()]).then(() => undefined);
     return this.stoppingWork;
   }
 

@@ -58,7 +58,7 @@ if (role === '--receiver') {
     timeout: 10_000, max_in_flight: 1000, scheme: 'acw', headers: { 'x-tenant': 'bench' }, enabled: true,
   };
   const endpoints = new Map([['bench', endpoint]]);
-  const handler = createDeliverHandler({ endpoints: () => endpoints, dispatcher: agent, recheckMs: 1000, log });
+  const handler = createDeliverHandler({ endpoints: () => endpoints, agent, recheckMs: 1000, log });
   const body = JSON.stringify({ event_id: '00000000-0000-4000-8000-000000000000', topic: 'bench.event', occurred_at: new Date().toISOString(), data: { n: 1, text: 'x'.repeat(200) } });
   let seq = 0;
   let failed = 0;

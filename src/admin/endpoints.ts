@@ -1,12 +1,11 @@
 import { redactUrl, type Endpoint, type Scheme } from '../config/index.js';
 import type { Queryable } from '../db/pool.js';
 import { withTransaction } from '../db/pool.js';
-import { WEBHOOK_JOB, type DeliverPayload } from '../notify/dispatch.js';
 import { enqueueJobs } from '../queue/store.js';
 import type { Service } from '../service.js';
-import { buildBody } from '../webhook/sign.js';
+import { WEBHOOK_JOB, buildBody, type DeliverPayload } from '../webhook/job.js';
 import { writeAudit } from './audit.js';
-import { AdminError, badField } from './errors.js';
+import { ApiError, badField } from '../errors.js';
 import { iso } from './params.js';
 
 /** Endpoints as operators see them: config (URL shown, secret never) and recent delivery health. */
@@ -91,9 +90,9 @@ export const TEST_TOPIC = 'webhook.test';
  */
 export async function testEndpoint(svc: Service, name: string, actor: string): Promise<{ event_id: string; job_ids: string[] }> {
   const ep = svc.endpoints.find((e) => e.name === name);
-  if (!ep) throw new AdminError(404, 'not_found', `name: no endpoint named ${JSON.stringify(name.slice(0, 100))}`, { field: 'name' });
+  if (!ep) throw new ApiError(404, 'not_found', `name: no endpoint named ${JSON.stringify(name.slice(0, 100))}`, { field: 'name' });
   if (!ep.enabled) {
-    throw new AdminError(409, 'endpoint_disabled', `endpoint ${name} is disabled: a test would wait until it is enabled`, { field: 'name' });
+    throw new ApiError(409, 'endpoint_disabled', `endpoint ${name} is disabled: a test would wait until it is enabled`, { field: 'name' });
   }
   const data = { message: 'test event from acw-webhooks', endpoint: name, requested_by: actor };
   const result = await withTransaction(svc.db.pool, async (client) => {

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { isValidTopic } from '../config/index.js';
 import { withTransaction } from '../db/pool.js';
 import { writeAudit } from './audit.js';
-import { AdminError, badField } from './errors.js';
+import { ApiError, badField } from '../errors.js';
 import { JOB_COLUMNS, toJobView, type JobRow, type JobView } from './job-view.js';
 import { requireText, requireUuid } from './params.js';
 
@@ -18,7 +18,7 @@ const REQUEUE = `status = 'pending', attempts = 0, run_at = now(), completed_at 
 async function lockJob(client: pg.ClientBase, id: string): Promise<JobRow> {
   const res = await client.query<JobRow>(`select ${JOB_COLUMNS} from jobs where id = $1 for update`, [id]);
   const row = res.rows[0];
-  if (!row) throw new AdminError(404, 'not_found', `id: no job ${id}`, { field: 'id' });
+  if (!row) throw new ApiError(404, 'not_found', `id: no job ${id}`, { field: 'id' });
   return row;
 }
 
@@ -28,7 +28,7 @@ export async function retryJob(db: pg.Pool, id: string, actor: string, jobsChann
   return withTransaction(db, async (client) => {
     const row = await lockJob(client, jobId);
     if (row.status !== 'dead' && row.status !== 'completed') {
-      throw new AdminError(409, 'invalid_state', `job ${jobId} is ${row.status}: only dead or completed jobs can be retried`, {
+      throw new ApiError(409, 'invalid_state', `job ${jobId} is ${row.status}: only dead or completed jobs can be retried`, {
         field: 'status',
         status: row.status,
       });
@@ -52,7 +52,7 @@ export async function cancelJob(db: pg.Pool, id: string, actor: string): Promise
   return withTransaction(db, async (client) => {
     const row = await lockJob(client, jobId);
     if (row.status !== 'pending') {
-      throw new AdminError(409, 'invalid_state', `job ${jobId} is ${row.status}: only pending jobs can be cancelled`, {
+      throw new ApiError(409, 'invalid_state', `job ${jobId} is ${row.status}: only pending jobs can be cancelled`, {
         field: 'status',
         status: row.status,
       });

@@ -1,5 +1,5 @@
 import type { JobStatus } from '../queue/types.js';
-import { badField } from './errors.js';
+import { badField } from '../errors.js';
 import { iso } from './params.js';
 
 /** How operators see a job and its attempts: ISO dates, the topic lifted out of the payload. */

@@ -1,5 +1,5 @@
 import type { Queryable } from '../db/pool.js';
-import { AdminError } from './errors.js';
+import { ApiError } from '../errors.js';
 import { decodeCursor, encodeCursor, iso, requireId, requireLimit } from './params.js';
 
 /** A user's in-app notifications (spec §7): each caller sees and marks only their own. */
@@ -55,6 +55,6 @@ export async function markRead(db: Queryable, userId: string, id: string | numbe
     [nid, userId],
   );
   const row = res.rows[0];
-  if (!row) throw new AdminError(404, 'not_found', `id: no notification ${nid} of yours`, { field: 'id' });
+  if (!row) throw new ApiError(404, 'not_found', `id: no notification ${nid} of yours`, { field: 'id' });
   return toView(row);
 }

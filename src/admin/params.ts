@@ -1,13 +1,15 @@
-import { badField } from './errors.js';
+import { z } from 'zod';
+import { badField } from '../errors.js';
 
 /**
  * Checks of operator-supplied values, done before any SQL so a bad value is a 400 naming the field
  * and never a database error.
  */
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const UUID = z.uuid();
 
+/** The same test as the HTTP API's schemas, so a CLI argument and a route parameter agree. */
 export function isUuid(s: unknown): s is string {
-  return typeof s === 'string' && UUID.test(s);
+  return UUID.safeParse(s).success;
 }
 
 export function requireUuid(value: unknown, field: string): string {

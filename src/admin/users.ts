@@ -5,7 +5,7 @@ import type { Queryable } from '../db/pool.js';
 import { withTransaction } from '../db/pool.js';
 import { hashToken, newToken } from '../users.js';
 import { writeAudit } from './audit.js';
-import { AdminError, badField } from './errors.js';
+import { ApiError, badField } from '../errors.js';
 
 /** API principals (spec §7): tokens shown once, stored as SHA-256, compared in constant time. */
 export interface Principal {
@@ -49,7 +49,7 @@ export async function addUser(db: pg.Pool, u: { name: string; role: string }, ac
       [name, role, hashToken(token)],
     );
     const row = res.rows[0];
-    if (!row) throw new AdminError(409, 'conflict', `name: a user named ${name} already exists (revoke it first to issue a new token)`, { field: 'name' });
+    if (!row) throw new ApiError(409, 'conflict', `name: a user named ${name} already exists (revoke it first to issue a new token)`, { field: 'name' });
     await writeAudit(client, { action: 'user.add', actor, targetType: 'user', targetId: name, details: row.reissued ? { role, reissued: true } : { role } });
     return { name, role, token };
   });
@@ -74,7 +74,7 @@ export async function revokeUser(db: pg.Pool, name: string, actor: string): Prom
       [n],
     );
     const row = cur.rows[0];
-    if (!row) throw new AdminError(404, 'not_found', `name: no user named ${n}`, { field: 'name' });
+    if (!row) throw new ApiError(404, 'not_found', `name: no user named ${n}`, { field: 'name' });
     let revokedAt = row.revoked_at;
     if (!revokedAt) {
       const upd = await client.query<{ revoked_at: Date }>(`update users set revoked_at = now() where name = $1 returning revoked_at`, [n]);

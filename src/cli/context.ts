@@ -1,7 +1,7 @@
 import { ConfigError, loadConfig, type Config } from '../config/index.js';
 import { openDatabase, type Database } from '../db/connect.js';
 import { createLogger, type Logger } from '../log.js';
-import { UsageError } from '../errors.js';
+import { ApiError, UsageError } from '../errors.js';
 
 /** Exit codes (spec §8): 0 ok, 1 failure, 2 usage or configuration error. */
 export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
@@ -15,6 +15,17 @@ export class ExitError extends Error {
   ) {
     super(message);
   }
+}
+
+/**
+ * The exit code of whatever a command threw: the one place that decides between 1 and 2. A refusal
+ * of bad input (400, 413) is a usage error; one of state (404, 409) a failure.
+ */
+export function exitCodeOf(err: unknown): number {
+  if (err instanceof ExitError) return err.code;
+  if (err instanceof UsageError) return EXIT.usage;
+  if (err instanceof ApiError) return err.status === 400 || err.status === 413 ? EXIT.usage : EXIT.failure;
+  return EXIT.failure;
 }
 
 export interface GlobalOptions {

@@ -8,7 +8,8 @@ import { registerNotify } from './commands/notify.js';
 import { registerReceive } from './commands/receive.js';
 import { registerServe } from './commands/serve.js';
 import { registerVerify } from './commands/verify.js';
-import { EXIT, ExitError } from './context.js';
+import { ApiError } from '../errors.js';
+import { EXIT, ExitError, exitCodeOf } from './context.js';
 
 export function buildProgram(): Command {
   const program = new Command('acw-webhooks')
@@ -60,15 +61,9 @@ export async function main(argv: string[]): Promise<number> {
       // --help and --version end through here with exit code 0.
       return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
     }
-    if (err instanceof ExitError) {
-      process.stderr.write(`${err.message}\n`);
-      return err.code;
-    }
-    if (err instanceof UsageError) {
-      process.stderr.write(`${err.message}\n`);
-      return EXIT.usage;
-    }
-    process.stderr.write(`error: ${(err as Error).message ?? String(err)}\n`);
-    return EXIT.failure;
+    // A refusal says what was wrong in its own words; anything else is an error we did not expect.
+    const known = err instanceof ExitError || err instanceof UsageError || err instanceof ApiError;
+    process.stderr.write(known ? `${err.message}\n` : `error: ${(err as Error).message ?? String(err)}\n`);
+    return exitCodeOf(err);
   }
 }

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { parseDuration, parseSize } from './duration.js';
 import { show, showSecret } from './errors.js';
 import { parseListen } from './listen.js';
-import { redactUrl } from './mask.js';
+import { redactUrl } from './redact-url.js';
 import { isValidTopicPattern } from './topics.js';
 
 interface HasInput {

@@ -5,7 +5,8 @@ export { ConfigError, formatPath } from './errors.js';
 export { interpolate, interpolateString, type Env } from './interpolate.js';
 export { parseListen, type ListenAddress } from './listen.js';
 export { configPath, loadConfig, parseConfig, type LoadOptions } from './load.js';
-export { maskConfig, redactUrl, REDACTED } from './mask.js';
+export { maskConfig } from './mask.js';
+export { redactUrl, REDACTED } from './redact-url.js';
 export { isStandardSecret } from './rules.js';
 export {
   configSchema, LOG_LEVELS, ROLES, SCHEMES,

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { DoublingDelay } from '../delay.js';
 import type { Logger } from '../log.js';
 import { quoteIdent } from './sql.js';
 
@@ -21,12 +22,12 @@ export interface ListenerOptions {
 export class Listener {
   private client: pg.Client | null = null;
   private closed = false;
-  private delay: number;
+  private readonly reconnectDelay: DoublingDelay;
   private timer: NodeJS.Timeout | null = null;
   private connected = false;
 
   constructor(private readonly opts: ListenerOptions) {
-    this.delay = opts.minDelayMs ?? 100;
+    this.reconnectDelay = new DoublingDelay(opts.minDelayMs ?? 100, opts.maxDelayMs ?? 5_000);
   }
 
   get isConnected(): boolean {
@@ -59,7 +60,7 @@ export class Listener {
       await client.connect();
       for (const ch of this.opts.channels) await client.query(`listen ${quoteIdent(ch)}`);
       this.connected = true;
-      this.delay = this.opts.minDelayMs ?? 100;
+      this.reconnectDelay.reset();
     } catch (err) {
       onLost(err as Error);
       return;
@@ -68,8 +69,7 @@ export class Listener {
 
   private schedule(): void {
     if (this.timer || this.closed) return;
-    const wait = this.delay;
-    this.delay = Math.min(this.delay * 2, this.opts.maxDelayMs ?? 5_000);
+    const wait = this.reconnectDelay.next();
     this.timer = setTimeout(() => {
       this.timer = null;
       void this.connect().then(() => {

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { authenticate, type Principal } from '../admin/users.js';
 import type { Role } from '../config/index.js';
 import type pg from 'pg';
-import { HttpError } from './errors.js';
+import { ApiError } from '../errors.js';
 
 /**
  * Bearer-token auth (spec §7). Each route names the roles that may call it in its `config.roles`
@@ -22,8 +22,8 @@ export const SERVICE: readonly Role[] = ['service', 'admin'];
 export const READ: readonly Role[] = ['viewer', 'admin'];
 export const ADMIN: readonly Role[] = ['admin'];
 
-const unauthorized = (message: string): HttpError =>
-  new HttpError(401, 'unauthorized', message, { field: 'authorization' }, { 'www-authenticate': 'Bearer' });
+const unauthorized = (message: string): ApiError =>
+  new ApiError(401, 'unauthorized', message, { field: 'authorization' }, { 'www-authenticate': 'Bearer' });
 
 function bearer(header: string | undefined): string {
   if (header === undefined) throw unauthorized('authorization: missing (expected "Bearer <token>")');
@@ -42,7 +42,7 @@ export function installAuth(app: FastifyInstance, pool: pg.Pool): void {
     const principal = await authenticate(pool, bearer(req.headers.authorization));
     if (!principal) throw unauthorized('authorization: unknown or revoked token');
     if (roles !== 'any' && !roles.includes(principal.role)) {
-      throw new HttpError(403, 'forbidden', `role ${principal.role} may not ${req.method} ${req.routeOptions.url ?? ''}`, {
+      throw new ApiError(403, 'forbidden', `role ${principal.role} may not ${req.method} ${req.routeOptions.url ?? ''}`, {
         role: principal.role,
         allowed: roles,
       });
@@ -53,6 +53,6 @@ export function installAuth(app: FastifyInstance, pool: pg.Pool): void {
 
 /** The caller of an authenticated route (the hook guarantees one). */
 export function principalOf(req: FastifyRequest): Principal {
-  if (!req.principal) throw new HttpError(401, 'unauthorized', 'authorization: required');
+  if (!req.principal) throw new ApiError(401, 'unauthorized', 'authorization: required');
   return req.principal;
 }

@@ -1,23 +1,9 @@
 import type { z } from 'zod';
-import { AdminError } from '../admin/errors.js';
-import { NotifyError } from '../notify/notify.js';
+import { ApiError } from '../errors.js';
 
 /** Every error answer has this one shape (spec §7), naming the offending field where there is one. */
 export interface ErrorBody {
   error: { code: string; message: string; details?: Record<string, unknown> };
-}
-
-export class HttpError extends Error {
-  override readonly name = 'HttpError';
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly details?: Record<string, unknown>,
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(message);
-  }
 }
 
 type Issue = z.core.$ZodIssue;
@@ -37,18 +23,18 @@ function describe(issue: Issue, root: string): Array<{ field: string; message: s
 }
 
 /** A zod failure as a 400 naming the first bad field (all of them in details), or a 413 for oversized event data. */
-export function fromZod(error: z.ZodError, root: string): HttpError {
+export function fromZod(error: z.ZodError, root: string): ApiError {
   const problems = error.issues.flatMap((i) => describe(i, root));
   const first = problems[0] ?? { field: root, message: 'invalid' };
   const tooBig = error.issues.find((i) => i.code === 'too_big' && i.path.at(-1) === 'data');
   if (tooBig) {
     const field = fieldName(tooBig.path, root);
-    return new HttpError(413, 'payload_too_large', `${field}: ${tooBig.message}`, { field });
+    return new ApiError(413, 'payload_too_large', `${field}: ${tooBig.message}`, { field });
   }
   const unknown = error.issues.some((i) => i.code === 'unrecognized_keys');
   const message =
     problems.length > 1 ? `${first.field}: ${first.message} (and ${problems.length - 1} more)` : `${first.field}: ${first.message}`;
-  return new HttpError(400, unknown && problems.every((p) => p.message === 'unknown field') ? 'unknown_field' : 'invalid_input', message, {
+  return new ApiError(400, unknown && problems.every((p) => p.message === 'unknown field') ? 'unknown_field' : 'invalid_input', message, {
     field: first.field,
     issues: problems.slice(0, 20),
   });
@@ -80,10 +66,7 @@ const body = (code: string, message: string, details?: Record<string, unknown>):
 });
 
 export function mapError(err: unknown, maxBody: number): MappedError {
-  if (err instanceof HttpError) return { status: err.status, body: body(err.code, err.message, err.details), headers: err.headers, unexpected: false };
-  if (err instanceof AdminError || err instanceof NotifyError) {
-    return { status: err.status, body: body(err.code, err.message, err.details), headers: {}, unexpected: false };
-  }
+  if (err instanceof ApiError) return { status: err.status, body: body(err.code, err.message, err.details), headers: err.headers, unexpected: false };
   const e = err as { code?: unknown; statusCode?: unknown; message?: unknown } | null;
   const code = typeof e?.code === 'string' ? e.code : '';
   const statusCode = typeof e?.statusCode === 'number' ? e.statusCode : 0;

@@ -1,3 +1,3 @@
 /** The HTTP API: `createHttpServer(svc, {mode})`, then `listenHttp(app, 'HOST:PORT')`. */
 export { createHttpServer, listenHttp, type BoundAddress, type HttpServerOptions } from './server.js';
-export { HttpError, type ErrorBody } from './errors.js';
+export { type ErrorBody } from './errors.js';

@@ -3,7 +3,8 @@ import { JOB_STATUSES } from '../admin/job-view.js';
 import { isPrintable } from '../admin/params.js';
 import { parseDuration } from '../config/index.js';
 import { topicField } from '../notify/input.js';
-import { HttpError, fromZod } from './errors.js';
+import { ApiError } from '../errors.js';
+import { fromZod } from './errors.js';
 
 /**
  * Request schemas of the HTTP API: strict objects everywhere (an unknown field, query parameter
@@ -24,8 +25,7 @@ export { notifyInput as notifyBody, notifyBatchInput as notifyBatchBody } from '
 export const emptyBody = z.strictObject({}).optional();
 
 const text = (max = 200) => z.string().min(1).max(max).refine(isPrintable, 'expected printable characters');
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const uuid = z.string().regex(UUID, 'expected a UUID');
+const uuid = z.uuid({ error: 'expected a UUID' });
 const cursor = z.string().max(200);
 const intParam = (min: number, max: number) =>
   z
@@ -33,7 +33,7 @@ const intParam = (min: number, max: number) =>
     .regex(/^\d{1,6}$/, `expected an integer from ${min} to ${max}`)
     .transform(Number)
     .pipe(z.number().int().min(min).max(max));
-const boolParam = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+const boolParam = z.stringbool({ truthy: ['true', '1'], falsy: ['false', '0'], error: 'expected true or false' });
 /** A database id: digits only, small enough for bigint and exact in a JS number. */
 export const idParam = z.string().regex(/^\d{1,15}$/, 'expected a non-negative integer id').transform(Number);
 
@@ -92,7 +92,7 @@ export const redriveBody = z.strictObject({
 export function lastEventId(header: string | string[] | undefined): number | undefined {
   if (header === undefined) return undefined;
   if (typeof header !== 'string' || !/^\d{1,15}$/.test(header)) {
-    throw new HttpError(400, 'invalid_input', 'last-event-id: expected the id of an alert event', { field: 'last-event-id' });
+    throw new ApiError(400, 'invalid_input', 'last-event-id: expected the id of an alert event', { field: 'last-event-id' });
   }
   return Number(header);
 }

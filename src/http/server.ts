@@ -5,7 +5,8 @@ import type { Service } from '../service.js';
 import { AlertHub } from './alert-hub.js';
 import { installAuth } from './auth.js';
 import { installGracefulClose } from './shutdown.js';
-import { HttpError, mapError } from './errors.js';
+import { ApiError } from '../errors.js';
+import { mapError } from './errors.js';
 import { alertRoutes, OpenStreams } from './routes/alerts.js';
 import { endpointRoutes } from './routes/endpoints.js';
 import { healthRoutes } from './routes/health.js';
@@ -50,7 +51,7 @@ export async function createHttpServer(svc: Service, opts: HttpServerOptions): P
     try {
       done(null, JSON.parse(text));
     } catch (err) {
-      done(new HttpError(400, 'invalid_json', `body: malformed JSON (${coerceError(err).message})`, { field: 'body' }), undefined);
+      done(new ApiError(400, 'invalid_json', `body: malformed JSON (${coerceError(err).message})`, { field: 'body' }), undefined);
     }
   });
 

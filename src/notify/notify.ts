@@ -1,25 +1,14 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import { dispatchEvents, dispatchTransaction, type DispatchContext, type DispatchResult, type EventRow, type Handover } from './dispatch.js';
+import { ApiError } from '../errors.js';
+import { handoverTransaction, type Handover } from '../queue/handover.js';
+import { fanOut, type FanOutContext, type FanOutResult, type EventRow } from './fan-out.js';
 import type { NotifyInput } from './input.js';
-
-/** A refusal the caller can act on; HTTP maps `status` straight through. */
-export class NotifyError extends Error {
-  override readonly name = 'NotifyError';
-  constructor(
-    readonly status: 400 | 409,
-    readonly code: 'unknown_recipients' | 'idempotency_conflict',
-    message: string,
-    readonly details?: Record<string, unknown>,
-  ) {
-    super(message);
-  }
-}
 
 export interface NotifyAnswer {
   /** 202 accepted now; 200 the same idempotency key again: the first answer, nothing written. */
   status: 200 | 202;
-  body: DispatchResult;
+  body: FanOutResult;
 }
 
 function requestHash(input: NotifyInput): string {
@@ -32,7 +21,7 @@ async function notifyOne(
   client: pg.ClientBase,
   input: NotifyInput,
   principal: string,
-  ctx: DispatchContext,
+  ctx: FanOutContext,
   path: string,
   handover: Handover,
 ): Promise<NotifyAnswer> {
@@ -44,7 +33,7 @@ async function notifyOne(
     );
     if (res.rows.length > 0) {
       const names = res.rows.map((r) => r.name);
-      throw new NotifyError(400, 'unknown_recipients', `${path}recipients: no such user: ${names.join(', ')}`, {
+      throw new ApiError(400, 'unknown_recipients', `${path}recipients: no such user: ${names.join(', ')}`, {
         field: `${path}recipients`,
         names,
       });
@@ -61,29 +50,29 @@ async function notifyOne(
   const row = ins.rows[0];
   if (!row) {
     // The key was used before (a concurrent first use waited for us on the unique index).
-    const prev = await client.query<{ request_hash: string | null; response: DispatchResult | null }>(
+    const prev = await client.query<{ request_hash: string | null; response: FanOutResult | null }>(
       `select request_hash, response from events where principal = $1 and idempotency_key = $2`,
       [principal, input.idempotency_key],
     );
     const p = prev.rows[0];
     if (!p || p.request_hash !== hash || !p.response) {
-      throw new NotifyError(409, 'idempotency_conflict', `${path}idempotency_key: already used with a different request`, {
+      throw new ApiError(409, 'idempotency_conflict', `${path}idempotency_key: already used with a different request`, {
         field: `${path}idempotency_key`,
       });
     }
     return { status: 200, body: p.response };
   }
   const ev: EventRow = { id: row.id, topic: input.topic, data: input.data, recipients, created_at: row.created_at };
-  const [result] = await dispatchEvents(client, [ev], ctx, { handover });
+  const [result] = await fanOut(client, [ev], ctx, { handover });
   await client.query(`update events set response = $2::jsonb where id = $1`, [row.id, JSON.stringify(result)]);
   return { status: 202, body: result! };
 }
 
 /** Deadlock and serialization failures are the database asking for the transaction again. */
-async function retryingTransaction<T>(pool: pg.Pool, ctx: DispatchContext, fn: (client: pg.PoolClient, h: Handover) => Promise<T>): Promise<T> {
+async function retryingTransaction<T>(pool: pg.Pool, ctx: FanOutContext, fn: (client: pg.PoolClient, h: Handover) => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await dispatchTransaction(pool, ctx, fn);
+      return await handoverTransaction(pool, ctx.adopter?.() ?? null, fn);
     } catch (err) {
       const code = (err as { code?: string }).code;
       if (attempt >= 3 || (code !== '40P01' && code !== '40001')) throw err;
@@ -91,8 +80,8 @@ async function retryingTransaction<T>(pool: pg.Pool, ctx: DispatchContext, fn: (
   }
 }
 
-/** The service's own notify (HTTP route, CLI): insert and dispatch at once, in one transaction. */
-export async function notifyNow(pool: pg.Pool, input: NotifyInput, principal: string, ctx: DispatchContext): Promise<NotifyAnswer> {
+/** The service's own notify (HTTP route, CLI): insert and fan out at once, in one transaction. */
+export async function notifyNow(pool: pg.Pool, input: NotifyInput, principal: string, ctx: FanOutContext): Promise<NotifyAnswer> {
   return retryingTransaction(pool, ctx, (client, h) => notifyOne(client, input, principal, ctx, '', h));
 }
 
@@ -101,7 +90,7 @@ export async function notifyBatchNow(
   pool: pg.Pool,
   inputs: readonly NotifyInput[],
   principal: string,
-  ctx: DispatchContext,
+  ctx: FanOutContext,
 ): Promise<NotifyAnswer[]> {
   // Keys are taken in one order by every batch, so two batches sharing keys cannot deadlock.
   const order = [...inputs.keys()].toSorted((a, b) => (inputs[a]!.idempotency_key ?? '').localeCompare(inputs[b]!.idempotency_key ?? ''));

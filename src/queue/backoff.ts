@@ -1,3 +1,4 @@
+import { doubling } from '../delay.js';
 import type { JobOutcome } from './types.js';
 
 /**
@@ -11,7 +12,7 @@ export interface RetryPolicy {
 }
 
 export function backoffDelay(policy: RetryPolicy, attempt: number, random: () => number = Math.random): number {
-  const exp = Math.min(policy.base * 2 ** Math.max(attempt - 1, 0), policy.max);
+  const exp = doubling(policy.base, attempt - 1, policy.max);
   const spread = exp * policy.jitter;
   return Math.max(0, Math.round(exp - spread + random() * 2 * spread));
 }

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { DoublingDelay } from '../delay.js';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { completeJobs, failJobs, releaseJobs, type FailItem, type ReleaseItem } from './outcomes.js';
@@ -50,16 +51,15 @@ export class Flusher {
   }
 
   private async run(): Promise<void> {
-    let delay = 50;
+    const onError = new DoublingDelay(50, 5_000);
     while (this.queue.length > 0) {
       const batch = this.queue.splice(0, BATCH);
       const failed = await this.write(batch);
       if (failed.length > 0) {
         this.queue.unshift(...failed);
-        await new Promise((r) => setTimeout(r, delay));
-        delay = Math.min(delay * 2, 5_000);
+        await new Promise((r) => setTimeout(r, onError.next()));
       } else {
-        delay = 50;
+        onError.reset();
       }
     }
   }

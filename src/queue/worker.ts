@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
+import { DoublingDelay, Wakeup } from '../delay.js';
 import { PermanentError, coerceError } from '../errors.js';
 import { Listener } from '../db/listener.js';
 import { silentLogger, type Logger } from '../log.js';
@@ -10,16 +11,10 @@ import { Heartbeat, type Running } from './heartbeat.js';
 import { releaseJobs } from './outcomes.js';
 import { SlotLedger, slotsUsedUp } from './slots.js';
 import { claimJobs, nextDueIn, pendingEndpoints } from './store.js';
+import type { JobContext, JobHandler, OutcomeHandler } from './handler.js';
 import type { ClaimedJob, DeadHook, JobOutcome } from './types.js';
 
-export interface JobContext {
-  /** Aborted when the lease is lost or the shutdown grace ran out: stop and return. */
-  signal: AbortSignal;
-  log: Logger;
-}
-
-/** Return nothing to complete; throw PermanentError for dead at once, anything else to retry. */
-export type JobHandler = (job: ClaimedJob, ctx: JobContext) => Promise<JobOutcome | void>;
+export type { JobContext, JobHandler, OutcomeHandler };
 
 export interface WorkerPoolOptions {
   pool: pg.Pool;
@@ -27,7 +22,8 @@ export interface WorkerPoolOptions {
   url: string;
   /** NOTIFY channel that enqueuers signal. */
   channel: string;
-  handlers: Record<string, JobHandler>;
+  /** Handlers by job type; more can be added with registerHandler() before start(). */
+  handlers: Record<string, JobHandler | OutcomeHandler>;
   concurrency: number;
   leaseMs: number;
   pollMs: number;
@@ -47,14 +43,30 @@ export function makeWorkerId(): string {
 }
 
 /**
- * A pool of `concurrency` jobs in flight in this process. Claims in batches (one claim in flight
- * at a time, so jobs that finish during a claim make the next one bigger), writes outcomes in
- * batches, renews every lease in one statement, wakes on NOTIFY, on a timer for the next due
- * job and on a fallback poll.
+ * A pool of `concurrency` jobs in flight in this process: claims in batches, writes outcomes in
+ * batches (Flusher), renews every lease in one statement (Heartbeat).
+ *
+ * When it claims, and why (each rule measured in bench/README.md#tuning-notes):
+ * - One claim in flight at a time: jobs that finish while a claim runs make the next claim bigger.
+ *   Per-row work dominates PostgreSQL's cost, so bigger batches are what raised throughput.
+ * - It claims only with free slots and a reason to believe work exists: the last claim came back
+ *   full, or something signalled new work since (a NOTIFY, the due timer, the fallback poll). A
+ *   short claim means the queue is drained for this pool, unless a signal landed while it ran
+ *   (`freshGen` counts them), so an idle pool does not spin on empty claims.
+ * - After a short claim it reads when the next pending job falls due (the head of the due index)
+ *   and sets a timer for it, so a retry due in 300 ms runs then, not at the next poll.
+ * - A claim cut short by an endpoint's `max_in_flight` (not by an empty queue) skips that read:
+ *   the next finished job of that endpoint is what frees work, and the pool claims again once a
+ *   quarter of the endpoint's cap is free, or 2 ms after the first slot came back (refillSoon), so
+ *   a capped endpoint is refilled in batches rather than one claim per finished job.
+ * - Fresh events skip all of this: the fan-out inserts the jobs this pool has room for as running
+ *   and hands them over after commit (Handover, reserve/adopt).
+ * - The poll (`jobs.poll_interval`) is only the fallback for a lost NOTIFY or LISTEN connection.
  */
 export class WorkerPool {
   readonly workerId: string;
   private readonly log: Logger;
+  private readonly handlers: Record<string, JobHandler | OutcomeHandler>;
   /** Jobs held, by lease token: one job id can be held twice for a moment (see run()). */
   private readonly running = new Map<string, Running>();
   /** The newest entry per job id. */
@@ -64,8 +76,7 @@ export class WorkerPool {
   private listener: Listener | null = null;
   private stopping = false;
   private started = false;
-  private wakeResolve: (() => void) | null = null;
-  private wakePending = false;
+  private readonly wakeup = new Wakeup();
   private lastClaimFull = true;
   /** Counts "new work may exist" signals, so one that lands while a claim runs is not lost. */
   private freshGen = 0;
@@ -80,6 +91,7 @@ export class WorkerPool {
   private idle: Array<() => void> = [];
 
   constructor(private readonly opts: WorkerPoolOptions) {
+    this.handlers = { ...opts.handlers };
     this.workerId = opts.workerId ?? makeWorkerId();
     this.log = (opts.log ?? silentLogger).child({ worker: this.workerId });
     this.slotLedger = new SlotLedger(opts.concurrency, opts.endpointLimits);
@@ -99,6 +111,14 @@ export class WorkerPool {
       running: this.running,
       needed: () => !(this.stopping && this.running.size === 0 && this.flusher.idle),
     });
+  }
+
+  /** Run jobs of `type` with `handler`; before start() only, one handler per type. */
+  registerHandler(type: string, handler: JobHandler): this {
+    if (this.started) throw new Error(`registerHandler(${type}): the pool has started; register handlers before start()`);
+    if (this.handlers[type]) throw new Error(`registerHandler(${type}): a handler for this type is registered already`);
+    this.handlers[type] = handler;
+    return this;
   }
 
   get inFlight(): number {
@@ -121,7 +141,7 @@ export class WorkerPool {
    * slot taken must come back through adopt() (after commit) or unreserve() (after rollback).
    */
   reserve(type: string, endpoint: string | null): boolean {
-    if (!this.started || this.stopping || !this.opts.handlers[type]) return false;
+    if (!this.started || this.stopping || !this.handlers[type]) return false;
     return this.slotLedger.reserve(endpoint, this.running.size);
   }
 
@@ -166,10 +186,7 @@ export class WorkerPool {
   /** Wake the claim loop; `fresh` says new work may exist (a NOTIFY, a timer, a poll). */
   wake(fresh = false): void {
     if (fresh) this.markFresh();
-    this.wakePending = true;
-    const r = this.wakeResolve;
-    this.wakeResolve = null;
-    r?.();
+    this.wakeup.wake();
   }
 
   private markFresh(): void {
@@ -177,23 +194,9 @@ export class WorkerPool {
     this.freshGen++;
   }
 
-  private waitForWake(ms: number): Promise<void> {
-    if (this.wakePending) {
-      this.wakePending = false;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const t = setTimeout(() => {
-        this.wakeResolve = null;
-        this.markFresh();
-        resolve();
-      }, ms);
-      this.wakeResolve = () => {
-        clearTimeout(t);
-        this.wakePending = false;
-        resolve();
-      };
-    });
+  /** Wait for a wake-up; with none within `ms`, look anyway (the fallback poll). */
+  private async waitForWake(ms: number): Promise<void> {
+    if (!(await this.wakeup.wait(ms))) this.markFresh();
   }
 
   /**
@@ -215,14 +218,14 @@ export class WorkerPool {
   }
 
   private async loop(): Promise<void> {
-    let errorDelay = 100;
+    const onError = new DoublingDelay(100, this.opts.pollMs);
     while (!this.stopping) {
       const free = this.slotLedger.free(this.running.size);
       if (free <= 0 || !this.lastClaimFull) {
         await this.waitForWake(this.opts.pollMs);
         continue;
       }
-      this.wakePending = false;
+      this.wakeup.clear();
       const gen = this.freshGen;
       let jobs: ClaimedJob[];
       let slots: Map<string, number> | undefined;
@@ -233,15 +236,14 @@ export class WorkerPool {
           workerId: this.workerId,
           limit: free,
           leaseMs: this.opts.leaseMs,
-          types: Object.keys(this.opts.handlers),
+          types: Object.keys(this.handlers),
           slots,
         });
-        errorDelay = 100;
+        onError.reset();
       } catch (err) {
         this.slotLedger.endClaim();
         this.log.warn({ event: 'job.claim_error', err: coerceError(err).message }, 'claim failed; retrying');
-        await this.waitForWake(errorDelay);
-        errorDelay = Math.min(errorDelay * 2, this.opts.pollMs);
+        await this.waitForWake(onError.next());
         continue;
       }
       if (this.stopping) {
@@ -298,7 +300,7 @@ export class WorkerPool {
     this.running.set(job.leaseToken, entry);
     if (job.endpoint !== null && !counted) this.slotLedger.take(job.endpoint);
     this.log.debug({ event: 'job.claimed', job_id: job.id, type: job.type, attempt: job.attempts }, 'job claimed');
-    const handler = this.opts.handlers[job.type];
+    const handler = this.handlers[job.type];
     const started = handler
       ? Promise.resolve().then(() => handler(job, { signal: entry.ctl.signal, log: this.log }))
       : Promise.reject(new PermanentError(`no handler for job type ${job.type}`));

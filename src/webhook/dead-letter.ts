@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { DeadHook, DeadJob } from '../queue/types.js';
-import { WEBHOOK_JOB } from '../notify/dispatch.js';
+import { WEBHOOK_JOB } from './job.js';
 
 /**
  * The dead-letter safety net (seed 003, spec §5), run by the queue inside the transaction that

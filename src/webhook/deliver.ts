@@ -1,11 +1,11 @@
 import type { Dispatcher } from 'undici';
 import type { Endpoint } from '../config/index.js';
 import { hotLogger, type Logger } from '../log.js';
-import type { DeliverPayload } from '../notify/dispatch.js';
 import type { Finished } from '../queue/flusher.js';
 import type { AttemptRecord, ClaimedJob, JobOutcome } from '../queue/types.js';
-import type { JobHandler } from '../queue/worker.js';
+import type { OutcomeHandler } from '../queue/worker.js';
 import { sendWebhook } from './send.js';
+import { isDeliverPayload, WEBHOOK_JOB } from './job.js';
 import { buildHeaders } from './sign.js';
 
 /** A job whose endpoint stays unknown this long goes dead (a rolling deploy is over by then). */
@@ -14,7 +14,8 @@ export const UNKNOWN_ENDPOINT_DEAD_AFTER_MS = 24 * 3600_000;
 export interface DeliverOptions {
   /** The endpoints in force now: read at every attempt, so a fixed URL or rotated secret applies to retries. */
   endpoints: () => ReadonlyMap<string, Endpoint>;
-  dispatcher: Dispatcher;
+  /** The HTTP agent deliveries go through (createDeliveryAgent(); tests pass a MockAgent). */
+  agent: Dispatcher;
   /** How long a job with an unknown or disabled endpoint first waits before it looks again. */
   recheckMs: number;
   /** The longest wait between looks (never below recheckMs): each wait is as long as the job has been skipped, up to this. */
@@ -22,15 +23,11 @@ export interface DeliverOptions {
   log: Logger;
 }
 
-function isPayload(p: unknown): p is DeliverPayload {
-  return typeof p === 'object' && p !== null && typeof (p as DeliverPayload).body === 'string' && typeof (p as DeliverPayload).topic === 'string';
-}
-
 /**
  * The `webhook.deliver` handler: sign the stored body, POST it once, and say what that came to.
  * The attempt row rides along with the outcome and is written in the same statement.
  */
-export function createDeliverHandler(opts: DeliverOptions): JobHandler {
+export function createDeliverHandler(opts: DeliverOptions): OutcomeHandler {
   return async (job: ClaimedJob, { signal }): Promise<JobOutcome> => {
     const name = job.endpoint ?? '';
     const ep = opts.endpoints().get(name);
@@ -53,12 +50,12 @@ export function createDeliverHandler(opts: DeliverOptions): JobHandler {
         park: ep ? { reason: 'disabled', deadAfterMs: Infinity } : { reason: 'unknown', deadAfterMs: UNKNOWN_ENDPOINT_DEAD_AFTER_MS },
       };
     }
-    if (!isPayload(job.payload)) return { kind: 'permanent', error: 'payload has no body/topic: not a webhook.deliver job' };
+    if (!isDeliverPayload(job.payload)) return { kind: 'permanent', error: 'payload has no body/topic: not a webhook.deliver job' };
     const { body, topic } = job.payload;
     const timestamp = Math.floor(Date.now() / 1000);
     // buildHeaders only reads `extra`: no copy of the endpoint's headers per attempt.
     const headers = buildHeaders({ scheme: ep.scheme, secret: ep.secret, jobId: job.id, topic, body, timestamp, extra: ep.headers });
-    const sent = await sendWebhook({ dispatcher: opts.dispatcher, url: ep.url, headers, body, timeoutMs: ep.timeout, signal });
+    const sent = await sendWebhook({ agent: opts.agent, url: ep.url, headers, body, timeoutMs: ep.timeout, signal });
     const o = sent.outcome;
     const attempt: AttemptRecord = {
       attempt: job.attempts,
@@ -82,7 +79,7 @@ export function createDeliverHandler(opts: DeliverOptions): JobHandler {
  */
 export function logAttempt(log: Logger, f: Finished, changed: boolean, nextRunAt: Date | undefined): void {
   const a = f.outcome.attempt;
-  if (!a || f.job.type !== 'webhook.deliver') return;
+  if (!a || f.job.type !== WEBHOOK_JOB) return;
   const final = f.outcome.kind === 'complete' ? 'completed' : f.outcome.kind === 'release' ? 'released' : nextRunAt ? 'retry' : 'dead';
   hotLogger(log).info(
     {

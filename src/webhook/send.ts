@@ -6,8 +6,8 @@ import { classifyError, classifyResponse, type AttemptOutcome } from './classify
 export const RESPONSE_BODY_LIMIT = 4096;
 
 export interface SendOptions {
-  /** Use `createDeliveryAgent()`; it must not carry a redirect interceptor. */
-  dispatcher: Dispatcher;
+  /** The HTTP agent: `createDeliveryAgent()`; it must not carry a redirect interceptor. */
+  agent: Dispatcher;
   url: string;
   headers: Record<string, string>;
   body: string;
@@ -42,7 +42,7 @@ class PrefixReadError extends Error {
 /**
  * One POST attempt. Never throws: every failure becomes an outcome.
  *
- * Dispatched straight to the dispatcher with a handler of our own rather than through undici's
+ * Dispatched straight to the agent with a handler of our own rather than through undici's
  * `request()`: no AbortController per attempt, no response Readable and no async iterator over it.
  * One timer carries the whole-attempt budget, one listener (removed at the end) the caller's signal.
  */
@@ -107,7 +107,7 @@ class Attempt implements Dispatcher.DispatchHandler {
     this.opts.signal?.addEventListener('abort', this.onCallerAbort);
     try {
       // dispatch() reports a bad request (invalid header) through onResponseError, synchronously.
-      this.opts.dispatcher.dispatch(
+      this.opts.agent.dispatch(
         {
           origin: t.origin,
           path: t.path,

@@ -82,23 +82,3 @@ export function buildHeaders(opts: BuildHeadersOptions): Record<string, string> 
   }
   return headers;
 }
-
-export interface WebhookEvent {
-  id: string;
-  topic: string;
-  occurredAt: Date | string;
-  data: unknown;
-}
-
-/** The delivery body, fixed at dispatch: `{"event_id","topic","occurred_at","data"}` in that order. */
-export function buildBody(event: WebhookEvent): string {
-  const occurredAt = event.occurredAt instanceof Date ? event.occurredAt : new Date(event.occurredAt);
-  if (Number.isNaN(occurredAt.getTime())) throw new RangeError('occurredAt is not a valid date');
-  return JSON.stringify({
-    event_id: event.id,
-    topic: event.topic,
-    occurred_at: occurredAt.toISOString(),
-    // JSON.stringify drops undefined members; the body always carries `data`.
-    data: event.data === undefined ? null : event.data,
-  });
-}

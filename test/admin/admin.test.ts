@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { followAlerts, readAlerts, type AlertView } from '../../src/admin/alerts.js';
 import { endpointHealth } from '../../src/admin/endpoints.js';
-import { AdminError } from '../../src/admin/errors.js';
+import { ApiError } from '../../src/errors.js';
 import { cancelJob, getJob, listJobs, redriveJobs, retryJob } from '../../src/admin/jobs.js';
 import { listNotifications, markRead } from '../../src/admin/notifications.js';
 import { addUser, authenticate, listUsers, revokeUser } from '../../src/admin/users.js';
@@ -19,14 +19,14 @@ beforeEach(async () => {
   await db.pool.query('truncate jobs, webhook_attempts, events, notifications, audit_log, users cascade');
 });
 
-/** The AdminError a call rejects with (fails the test when it resolves or throws anything else). */
-async function refusal(p: Promise<unknown>): Promise<AdminError> {
+/** The ApiError a call rejects with (fails the test when it resolves or throws anything else). */
+async function refusal(p: Promise<unknown>): Promise<ApiError> {
   const err = await p.then(
     () => null,
     (e: unknown) => e,
   );
-  expect(err).toBeInstanceOf(AdminError);
-  return err as AdminError;
+  expect(err).toBeInstanceOf(ApiError);
+  return err as ApiError;
 }
 
 describe('users', () => {

@@ -17,7 +17,7 @@ describe('batch notify', () => {
     try {
       const keys = Array.from({ length: 20 }, (_, i) => `k-${i}`);
       const runs = await Promise.all(
-        Array.from({ length: 6 }, (_, i) => notifyBatchNow(svc.db.pool, batch(i % 2 ? keys.toReversed() : keys), 'svc', svc.dispatchContext)),
+        Array.from({ length: 6 }, (_, i) => notifyBatchNow(svc.db.pool, batch(i % 2 ? keys.toReversed() : keys), 'svc', svc.fanOutContext)),
       );
       expect(runs.every((r) => r.length === 20)).toBe(true);
       expect((await db.pool.query('select count(*)::int as n from events')).rows[0].n).toBe(20);

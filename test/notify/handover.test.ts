@@ -3,8 +3,10 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import type { Endpoint } from '../../src/config/index.js';
 import { silentLogger } from '../../src/log.js';
 import { withTransaction } from '../../src/db/pool.js';
-import { dispatchEvents, dispatchTransaction, webhookJobId, WEBHOOK_JOB, type DispatchContext, type EventRow } from '../../src/notify/dispatch.js';
-import { EventDispatcher } from '../../src/notify/dispatcher.js';
+import { fanOut, type FanOutContext, type EventRow } from '../../src/notify/fan-out.js';
+import { OutboxPump } from '../../src/notify/outbox-pump.js';
+import { handoverTransaction } from '../../src/queue/handover.js';
+import { webhookJobId, WEBHOOK_JOB } from '../../src/webhook/job.js';
 import { notifyMany } from '../../src/outbox.js';
 import { WorkerPool, type JobHandler } from '../../src/queue/worker.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
@@ -62,7 +64,7 @@ async function startPool(handler: JobHandler, opts: { concurrency?: number; caps
   return wp;
 }
 
-function context(endpoints: Endpoint[], pool: WorkerPool | null): DispatchContext {
+function context(endpoints: Endpoint[], pool: WorkerPool | null): FanOutContext {
   return {
     endpoints: () => endpoints,
     webhooksEnabled: () => true,
@@ -107,7 +109,7 @@ describe('claim on dispatch', () => {
     const notes = await listenJobs();
     const ctx = context([endpoint('a', 100)], pool);
     const evs = await insertEvents(3);
-    await dispatchTransaction(db.pool, ctx, (client, handover) => dispatchEvents(client, evs, ctx, { handover }));
+    await handoverTransaction(db.pool, ctx.adopter?.() ?? null, (client, handover) => fanOut(client, evs, ctx, { handover }));
     // Handed over at commit: running in this pool before any claim could have happened.
     expect(pool.inFlight).toBe(3);
     const r = await rows();
@@ -128,7 +130,7 @@ describe('claim on dispatch', () => {
     const notes = await listenJobs();
     const ctx = context([endpoint('a', 2), endpoint('b', 10)], pool);
     const evs = await insertEvents(4); // 8 jobs: 4 for a, 4 for b
-    await dispatchTransaction(db.pool, ctx, (client, handover) => dispatchEvents(client, evs, ctx, { handover }));
+    await handoverTransaction(db.pool, ctx.adopter?.() ?? null, (client, handover) => fanOut(client, evs, ctx, { handover }));
     const r = await rows();
     const running = r.filter((x) => x.status === 'running');
     expect(running.length).toBe(5);
@@ -155,8 +157,8 @@ describe('claim on dispatch', () => {
     const ctx = context([endpoint('a', 100)], pool);
     const evs = await insertEvents(4);
     await expect(
-      dispatchTransaction(db.pool, ctx, async (client, handover) => {
-        await dispatchEvents(client, evs, ctx, { handover });
+      handoverTransaction(db.pool, ctx.adopter?.() ?? null, async (client, handover) => {
+        await fanOut(client, evs, ctx, { handover });
         throw new Error('boom after the insert');
       }),
     ).rejects.toThrow('boom');
@@ -165,7 +167,7 @@ describe('claim on dispatch', () => {
     // All four slots are free again. (Had they leaked, the pool would see no free slot and take
     // nothing.) The retry's jobs reach the pool, handed over or, if the claim loop that the
     // returned slots woke is still running, inserted pending and claimed.
-    await dispatchTransaction(db.pool, ctx, (client, handover) => dispatchEvents(client, evs, ctx, { handover }));
+    await handoverTransaction(db.pool, ctx.adopter?.() ?? null, (client, handover) => fanOut(client, evs, ctx, { handover }));
     await waitFor(() => pool.inFlight === 4, 5_000);
     expect((await rows()).map((x) => x.status)).toEqual(['running', 'running', 'running', 'running']);
     release.forEach((f) => f());
@@ -175,8 +177,8 @@ describe('claim on dispatch', () => {
     const pool = await startPool(async () => undefined);
     const ctx = context([endpoint('a', 100)], pool);
     const evs = await insertEvents(2);
-    await dispatchTransaction(db.pool, ctx, async (client, handover) => {
-      const out = await dispatchEvents(client, evs, ctx, { handover });
+    await handoverTransaction(db.pool, ctx.adopter?.() ?? null, async (client, handover) => {
+      const out = await fanOut(client, evs, ctx, { handover });
       // The stop lands between the insert and the commit.
       void pool.stop();
       return out;
@@ -192,7 +194,7 @@ describe('claim on dispatch', () => {
     const seen: string[] = [];
     const pool = await startPool(async (job) => void seen.push(job.id), { concurrency: 16 });
     const ctx = context([endpoint('a', 100)], pool);
-    const d = new EventDispatcher({ pool: db.pool, url: db.url, channel: 'public.acw_events', pollMs: 60_000, ctx, log: silentLogger });
+    const d = new OutboxPump({ pool: db.pool, url: db.url, channel: 'public.acw_events', pollMs: 60_000, ctx, log: silentLogger });
     await d.start();
     stops.push(() => d.stop());
     const c = await db.pool.connect();
@@ -219,7 +221,7 @@ describe('redoable dispatch', () => {
   it('job ids are version 5 UUIDs of event and endpoint: a redone dispatch makes the same jobs', async () => {
     const ctx = context([endpoint('a', 100), endpoint('b', 100)], null);
     const evs = await insertEvents(2);
-    const first = await dispatchTransaction(db.pool, ctx, (client, handover) => dispatchEvents(client, evs, ctx, { handover }));
+    const first = await handoverTransaction(db.pool, ctx.adopter?.() ?? null, (client, handover) => fanOut(client, evs, ctx, { handover }));
     const ids = first.flatMap((r) => r.job_ids);
     expect(ids).toHaveLength(4);
     expect(new Set(ids).size).toBe(4);
@@ -228,7 +230,7 @@ describe('redoable dispatch', () => {
     // What a database crash that lost the (asynchronous) dispatch commit leaves behind.
     await db.pool.query('truncate jobs');
     await db.pool.query('update events set dispatched_at = null');
-    const again = await dispatchTransaction(db.pool, ctx, (client, handover) => dispatchEvents(client, evs, ctx, { handover }));
+    const again = await handoverTransaction(db.pool, ctx.adopter?.() ?? null, (client, handover) => fanOut(client, evs, ctx, { handover }));
     expect(again.flatMap((r) => r.job_ids)).toEqual(ids);
     const stored = await db.pool.query<{ id: string }>('select id from jobs');
     expect(stored.rows.map((r) => r.id).toSorted()).toEqual(ids.toSorted());
@@ -265,12 +267,12 @@ describe('the same job id again', () => {
     );
     const ctx = context([endpoint('a', 2)], pool);
     const evs = await insertEvents(1);
-    await dispatchTransaction(db.pool, ctx, (client, handover) => dispatchEvents(client, evs, ctx, { handover }));
+    await handoverTransaction(db.pool, ctx.adopter?.() ?? null, (client, handover) => fanOut(client, evs, ctx, { handover }));
     expect(pool.inFlight).toBe(1);
     // A database crash lost the asynchronous dispatch commit; the dispatcher redoes it.
     await db.pool.query('delete from jobs');
     await db.pool.query('update events set dispatched_at = null');
-    await dispatchTransaction(db.pool, ctx, (client, handover) => dispatchEvents(client, evs, ctx, { handover }));
+    await handoverTransaction(db.pool, ctx.adopter?.() ?? null, (client, handover) => fanOut(client, evs, ctx, { handover }));
     // Both runs hold a slot until they end; the older one was told its lease is gone.
     expect(pool.inFlight).toBe(2);
     expect(signals[0]!.aborted).toBe(true);
@@ -291,11 +293,11 @@ describe('the same job id again', () => {
   it('an event dispatched again while its jobs exist neither fails the batch nor touches those jobs', async () => {
     const ctx = context([endpoint('a', 100)], null);
     const evs = await insertEvents(2);
-    const first = await dispatchTransaction(db.pool, ctx, (client, handover) => dispatchEvents(client, evs, ctx, { handover }));
+    const first = await handoverTransaction(db.pool, ctx.adopter?.() ?? null, (client, handover) => fanOut(client, evs, ctx, { handover }));
     await db.pool.query(`update jobs set status = 'completed'`);
     await db.pool.query('update events set dispatched_at = null');
-    const d = new EventDispatcher({ pool: db.pool, url: db.url, channel: 'public.acw_events', pollMs: 60_000, ctx, log: silentLogger });
-    expect(await d.dispatchBatch()).toBe(2);
+    const d = new OutboxPump({ pool: db.pool, url: db.url, channel: 'public.acw_events', pollMs: 60_000, ctx, log: silentLogger });
+    expect(await d.pumpBatch()).toBe(2);
     const r = await db.pool.query<{ id: string; status: string }>('select id, status from jobs order by id');
     expect(r.rows.map((x) => x.id)).toEqual(first.flatMap((x) => x.job_ids).toSorted());
     expect(r.rows.every((x) => x.status === 'completed')).toBe(true);
@@ -308,9 +310,9 @@ describe('the same job id again', () => {
     const pool = await startPool(() => new Promise<void>((r) => release.push(r)));
     const ctx = context([endpoint('a', 100)], pool);
     const evs = await insertEvents(1);
-    await dispatchTransaction(db.pool, ctx, async (client, handover) => {
+    await handoverTransaction(db.pool, ctx.adopter?.() ?? null, async (client, handover) => {
       await client.query('select pg_sleep(1)');
-      return dispatchEvents(client, evs, ctx, { handover });
+      return fanOut(client, evs, ctx, { handover });
     });
     const r = await db.pool.query<{ ms: number }>(
       `select extract(epoch from (lease_expires_at - created_at)) * 1000 as ms from jobs`,

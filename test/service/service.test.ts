@@ -20,8 +20,8 @@ describe('service', () => {
     );
     try {
       expect(svc.workers).toBeNull();
-      expect(svc.dispatcher).toBeNull();
-      const ans = await notifyNow(svc.db.pool, { topic: 'a.b', data: {} }, 't', svc.dispatchContext);
+      expect(svc.outboxPump).toBeNull();
+      const ans = await notifyNow(svc.db.pool, { topic: 'a.b', data: {} }, 't', svc.fanOutContext);
       expect(ans.body.job_ids).toHaveLength(1);
       await new Promise((r) => setTimeout(r, 300));
       expect((await db.pool.query('select status from jobs')).rows).toEqual([{ status: 'pending' }]);

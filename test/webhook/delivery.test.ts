@@ -40,7 +40,7 @@ async function service(over: Record<string, unknown> = {}) {
 }
 
 const send = (svc: Service, topic: string, data: unknown = { n: 1 }, extra: Record<string, unknown> = {}) =>
-  notifyNow(svc.db.pool, { topic, data, ...extra }, 'tester', svc.dispatchContext);
+  notifyNow(svc.db.pool, { topic, data, ...extra }, 'tester', svc.fanOutContext);
 
 const job = async (id: string) => (await db.pool.query('select * from jobs where id = $1', [id])).rows[0];
 const attempts = async (id: string) => (await db.pool.query('select * from webhook_attempts where job_id = $1 order by attempt', [id])).rows;
@@ -343,6 +343,6 @@ describe('outbox', () => {
     } finally {
       await c.end();
     }
-    expect(svc.dispatcher).not.toBeNull();
+    expect(svc.outboxPump).not.toBeNull();
   });
 });

@@ -6,7 +6,8 @@ import type { Agent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyWebhook } from '../../src/verify.js';
 import { createDeliveryAgent, sendWebhook } from '../../src/webhook/send.js';
-import { buildBody, buildHeaders, type SignatureScheme } from '../../src/webhook/sign.js';
+import { buildHeaders, type SignatureScheme } from '../../src/webhook/sign.js';
+import { buildBody } from '../../src/webhook/job.js';
 import { rawHeaderObject, startReceiver, type ReceivedRequest, type Receiver } from '../helpers/receiver.js';
 
 const SEED_003 = fileURLToPath(new URL('./fixtures/seed003_verify.py', import.meta.url));
@@ -43,7 +44,7 @@ async function deliver(scheme: SignatureScheme): Promise<ReceivedRequest> {
     extra: { 'X-Tenant': 'acme' },
   });
   const before = receiver.requests.length;
-  const res = await sendWebhook({ dispatcher: agent, url: `${receiver.url}/hooks`, headers, body, timeoutMs: 5_000 });
+  const res = await sendWebhook({ agent, url: `${receiver.url}/hooks`, headers, body, timeoutMs: 5_000 });
   expect(res.outcome).toEqual({ kind: 'delivered', status: 200 });
   const got = receiver.requests[before];
   if (!got) throw new Error('receiver saw no request');

@@ -30,8 +30,8 @@ async function stop(s: { server: Server; open: Set<ServerResponse> }): Promise<v
   await new Promise<void>((resolve) => s.server.close(() => resolve()));
 }
 
-const post = (dispatcher: ReturnType<typeof createDeliveryAgent>, url: string, over: { timeoutMs?: number; signal?: AbortSignal } = {}) =>
-  sendWebhook({ dispatcher, url, headers: { 'content-type': 'application/json' }, body: '{}', timeoutMs: over.timeoutMs ?? 5_000, signal: over.signal });
+const post = (agent: ReturnType<typeof createDeliveryAgent>, url: string, over: { timeoutMs?: number; signal?: AbortSignal } = {}) =>
+  sendWebhook({ agent, url, headers: { 'content-type': 'application/json' }, body: '{}', timeoutMs: over.timeoutMs ?? 5_000, signal: over.signal });
 
 describe('sendWebhook reading a response body in pieces', () => {
   let agent: ReturnType<typeof createDeliveryAgent>;

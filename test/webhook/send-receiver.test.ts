@@ -20,7 +20,7 @@ afterEach(async () => {
 
 function send(over: Partial<SendOptions> = {}) {
   return sendWebhook({
-    dispatcher: agent,
+    agent,
     url: `${receiver.url}/hook`,
     headers: { 'content-type': 'application/json' },
     body: '{"hello":"world"}',

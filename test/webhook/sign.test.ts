@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { describe, expect, it } from 'vitest';
-import { buildBody, buildHeaders, signAcw, signStandard } from '../../src/webhook/sign.js';
+import { buildHeaders, signAcw, signStandard } from '../../src/webhook/sign.js';
 import { VERSION } from '../../src/version.js';
 
 const SECRET = 'acw-test-secret-do-not-leak';
@@ -94,32 +94,5 @@ describe('buildHeaders', () => {
     expect(names).not.toContain('webhook-signature');
     expect(names).not.toContain('content-length');
     expect(names).not.toContain('host');
-  });
-});
-
-describe('buildBody', () => {
-  it('emits event_id, topic, occurred_at (ms, Z), data in that order', () => {
-    const body = buildBody({
-      id: '7d1c9d8e-2a3b-4c5d-8e9f-0a1b2c3d4e5f',
-      topic: 'order.paid',
-      occurredAt: new Date(Date.UTC(2024, 0, 2, 3, 4, 5, 6)),
-      data: { b: 1, a: [true, null] },
-    });
-    expect(body).toBe(
-      '{"event_id":"7d1c9d8e-2a3b-4c5d-8e9f-0a1b2c3d4e5f","topic":"order.paid","occurred_at":"2024-01-02T03:04:05.006Z","data":{"b":1,"a":[true,null]}}',
-    );
-  });
-
-  it('normalises a string occurredAt to UTC with milliseconds', () => {
-    const body = buildBody({ id: 'e', topic: 't', occurredAt: '2024-06-01T12:00:00+02:00', data: 1 });
-    expect(JSON.parse(body)).toEqual({ event_id: 'e', topic: 't', occurred_at: '2024-06-01T10:00:00.000Z', data: 1 });
-  });
-
-  it('keeps the data key when data is undefined (as null)', () => {
-    expect(buildBody({ id: 'e', topic: 't', occurredAt: new Date(0), data: undefined })).toContain('"data":null');
-  });
-
-  it('rejects an invalid occurredAt', () => {
-    expect(() => buildBody({ id: 'e', topic: 't', occurredAt: 'yesterday', data: 1 })).toThrow(RangeError);
   });
 });

@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
 import {
-  AdminError,
   addUser,
   cancelJob,
   followAlerts,
@@ -22,7 +21,7 @@ function actor(): string {
   return `cli:${process.env.USER ?? process.env.LOGNAME ?? 'unknown'}`;
 }
 
-/** Run an admin operation against the configured database; AdminErrors become exit codes. */
+/** Run an admin operation against the configured database (its refusals become exit codes in main). */
 async function admin<T>(
   o: GlobalOptions,
   fn: (ctx: { pool: import('pg').Pool; url: string; jobsChannel: string; alertsChannel: string; log: Logger }) => Promise<T>,
@@ -30,12 +29,7 @@ async function admin<T>(
   const config = readConfig(o);
   return withDatabase(config, async (db, log) => {
     const ch = channels(config.database.schema);
-    try {
-      return await fn({ pool: db.pool, url: db.url, jobsChannel: ch.jobs, alertsChannel: ch.alerts, log });
-    } catch (err) {
-      if (err instanceof AdminError) throw new ExitError(err.status === 400 ? EXIT.usage : EXIT.failure, err.message);
-      throw err;
-    }
+    return fn({ pool: db.pool, url: db.url, jobsChannel: ch.jobs, alertsChannel: ch.alerts, log });
   });
 }
 

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { resolveEndpoints } from '../../config/index.js';
 import { channels } from '../../db/sql.js';
 import { notifyInput } from '../../notify/input.js';
-import { notifyNow, NotifyError } from '../../notify/notify.js';
+import { notifyNow } from '../../notify/notify.js';
 import { EXIT, ExitError, printJson, readArg, readConfig, withDatabase, type GlobalOptions } from '../context.js';
 
 interface NotifyOptions extends GlobalOptions {
@@ -40,21 +40,17 @@ export function registerNotify(program: Command): void {
       }
       await withDatabase(config, async (db, log) => {
         const endpoints = resolveEndpoints(config);
-        try {
-          const ans = await notifyNow(db.pool, parsed.data, 'cli', {
-            endpoints: () => endpoints,
-            webhooksEnabled: () => config.notify.webhook.enabled,
-            maxAttempts: config.jobs.max_attempts,
-            jobsChannel: channels(config.database.schema).jobs,
-            log,
-          });
-          // The answer as POST /v1/notify gives it, plus whether it is the first answer for an
-          // idempotency key given again (HTTP says so by its 200), as the JS client reports it.
-          printJson({ ...ans.body, replayed: ans.status === 200 });
-        } catch (err) {
-          if (err instanceof NotifyError) throw new ExitError(err.status === 409 ? EXIT.failure : EXIT.usage, err.message);
-          throw err;
-        }
+        // A refusal (unknown recipient, idempotency conflict) becomes its exit code in main.
+        const ans = await notifyNow(db.pool, parsed.data, 'cli', {
+          endpoints: () => endpoints,
+          webhooksEnabled: () => config.notify.webhook.enabled,
+          maxAttempts: config.jobs.max_attempts,
+          jobsChannel: channels(config.database.schema).jobs,
+          log,
+        });
+        // The answer as POST /v1/notify gives it, plus whether it is the first answer for an
+        // idempotency key given again (HTTP says so by its 200), as the JS client reports it.
+        printJson({ ...ans.body, replayed: ans.status === 200 });
       });
     });
 }

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { cancelJob, getJob, listJobs, redriveJobs, retryJob } from '../../admin/jobs.js';
 import type { Service } from '../../service.js';
 import { ADMIN, principalOf, READ } from '../auth.js';
-import { HttpError } from '../errors.js';
+import { ApiError } from '../../errors.js';
 import { emptyBody, jobIdParams, jobsQuery, parse, redriveBody } from '../schemas.js';
 
 /** Jobs: list, show, and the operator actions retry, cancel and redrive (each audited). */
@@ -14,7 +14,7 @@ export function jobRoutes(app: FastifyInstance, svc: Service): void {
   app.get('/v1/jobs/:id', { config: { roles: READ } }, async (req) => {
     const { id } = parse(jobIdParams, req.params, 'params');
     const job = await getJob(pool, id);
-    if (!job) throw new HttpError(404, 'not_found', `id: no job ${id}`, { field: 'id' });
+    if (!job) throw new ApiError(404, 'not_found', `id: no job ${id}`, { field: 'id' });
     return job;
   });
 

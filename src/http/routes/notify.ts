@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { WEBHOOK_JOB } from '../../notify/dispatch.js';
+import { WEBHOOK_JOB } from '../../webhook/job.js';
 import { notifyBatchNow, notifyNow, type NotifyAnswer } from '../../notify/notify.js';
 import type { Service } from '../../service.js';
 import { principalOf, SERVICE } from '../auth.js';
@@ -13,14 +13,14 @@ export function notifyRoutes(app: FastifyInstance, svc: Service): void {
 
   app.post('/v1/notify', { config: { roles: SERVICE } }, async (req, reply) => {
     const input = parse(notifyBody, req.body, 'body');
-    const ans = await notifyNow(svc.db.pool, input, principalOf(req).name, svc.dispatchContext);
+    const ans = await notifyNow(svc.db.pool, input, principalOf(req).name, svc.fanOutContext);
     count(input.topic, ans);
     return reply.code(ans.status).send(ans.body);
   });
 
   app.post('/v1/notify/batch', { config: { roles: SERVICE } }, async (req, reply) => {
     const { events } = parse(notifyBatchBody, req.body, 'body');
-    const answers = await notifyBatchNow(svc.db.pool, events, principalOf(req).name, svc.dispatchContext);
+    const answers = await notifyBatchNow(svc.db.pool, events, principalOf(req).name, svc.fanOutContext);
     answers.forEach((a, i) => count(events[i]!.topic, a));
     // 200 only when every event was a replay of an earlier call: nothing new was accepted.
     const status = answers.every((a) => a.status === 200) ? 200 : 202;

@@ -1,9 +1,11 @@
 import type pg from 'pg';
+import { DoublingDelay, Wakeup } from '../delay.js';
 import { coerceError } from '../errors.js';
 import { Listener } from '../db/listener.js';
 import type { Logger } from '../log.js';
+import { handoverTransaction } from '../queue/handover.js';
 import { isExistingJob } from '../queue/store.js';
-import { dispatchEvents, dispatchTransaction, type DispatchContext, type EventRow } from './dispatch.js';
+import { fanOut, type FanOutContext, type EventRow } from './fan-out.js';
 
 const BATCH = 200;
 
@@ -12,11 +14,11 @@ const BATCH = 200;
  * events are claimed with SKIP LOCKED from a partial index (no high-water mark: transactions
  * commit out of order), woken by the NOTIFY the outbox sends at commit, with a poll as fallback.
  */
-export class EventDispatcher {
+export class OutboxPump {
   private listener: Listener | null = null;
   private stopped = false;
-  private wakeResolve: (() => void) | null = null;
-  private wakePending = true;
+  /** Pending from the start: events written while no pump ran are looked for at once. */
+  private readonly wakeup = new Wakeup({ pending: true });
   private loopDone: Promise<void> = Promise.resolve();
 
   constructor(
@@ -25,10 +27,10 @@ export class EventDispatcher {
       url: string;
       channel: string;
       pollMs: number;
-      ctx: DispatchContext;
+      ctx: FanOutContext;
       log: Logger;
       /** Told, once the transaction committed, how many jobs each topic got (metrics). */
-      onDispatched?: (topic: string, jobs: number) => void;
+      onFannedOut?: (topic: string, jobs: number) => void;
     },
   ) {}
 
@@ -45,69 +47,62 @@ export class EventDispatcher {
   }
 
   wake(): void {
-    this.wakePending = true;
-    const r = this.wakeResolve;
-    this.wakeResolve = null;
-    r?.();
+    this.wakeup.wake();
   }
 
-  /** Dispatch one batch of undispatched events; returns how many. */
-  async dispatchBatch(): Promise<number> {
+  /** Fan out one batch of undispatched events; returns how many. */
+  async pumpBatch(): Promise<number> {
     try {
-      return await this.dispatchOnce(false);
+      return await this.pumpOnce(false);
     } catch (err) {
-      // An event dispatched again while its jobs exist (job ids are fixed per event and endpoint):
+      // An event fanned out again while its jobs exist (job ids are fixed per event and endpoint):
       // redo the batch leaving existing jobs alone, rather than fail it on every retry.
       if (!isExistingJob(err)) throw err;
-      return this.dispatchOnce(true);
+      return this.pumpOnce(true);
     }
   }
 
-  private async dispatchOnce(skipExisting: boolean): Promise<number> {
+  private async pumpOnce(skipExisting: boolean): Promise<number> {
     // The events are already durable (the application's commit): should a database crash lose this
-    // commit, the events are undispatched again and the same dispatch is redone, with the same job
+    // commit, the events are undispatched again and the same fan-out is redone, with the same job
     // ids (webhookJobId). So it need not wait for the WAL flush: one fsync less per batch.
-    const done = await dispatchTransaction(this.opts.pool, this.opts.ctx, async (client, handover) => {
-      // Lock and mark in one statement; a rollback undoes the mark with everything else.
-      const res = await client.query<EventRow>({
-        name: 'acw_claim_events',
-        text: `update events set dispatched_at = now()
+    const { ctx } = this.opts;
+    const done = await handoverTransaction(
+      this.opts.pool,
+      ctx.adopter?.() ?? null,
+      async (client, handover) => {
+        // Lock and mark in one statement; a rollback undoes the mark with everything else.
+        const res = await client.query<EventRow>({
+          name: 'acw_claim_events',
+          text: `update events set dispatched_at = now()
           where id = any(array(select id from events where dispatched_at is null order by created_at, id limit $1 for update skip locked))
           returning id, topic, data, recipients, created_at`,
-        values: [BATCH],
-      });
-      const results = res.rows.length > 0 ? await dispatchEvents(client, res.rows, this.opts.ctx, { handover, marked: true, skipExisting }) : [];
-      return res.rows.map((ev, i) => ({ topic: ev.topic, jobs: results[i]?.job_ids.length ?? 0 }));
-    }, { asyncCommit: true });
-    for (const d of done) if (d.jobs > 0) this.opts.onDispatched?.(d.topic, d.jobs);
+          values: [BATCH],
+        });
+        const results = res.rows.length > 0 ? await fanOut(client, res.rows, ctx, { handover, marked: true, skipExisting }) : [];
+        return res.rows.map((ev, i) => ({ topic: ev.topic, jobs: results[i]?.job_ids.length ?? 0 }));
+      },
+      { asyncCommit: true },
+    );
+    for (const d of done) if (d.jobs > 0) this.opts.onFannedOut?.(d.topic, d.jobs);
     return done.length;
   }
 
   private async loop(): Promise<void> {
-    let errorDelay = 100;
+    const onError = new DoublingDelay(100, 5_000);
     while (!this.stopped) {
-      if (!this.wakePending) {
-        await new Promise<void>((resolve) => {
-          const t = setTimeout(resolve, this.opts.pollMs);
-          this.wakeResolve = () => {
-            clearTimeout(t);
-            resolve();
-          };
-        });
-        if (this.stopped) break;
-      }
       // Woken, or the poll came round: look either way.
-      this.wakePending = false;
+      await this.wakeup.wait(this.opts.pollMs);
+      if (this.stopped) break;
       try {
-        while (!this.stopped && (await this.dispatchBatch()) === BATCH) {
+        while (!this.stopped && (await this.pumpBatch()) === BATCH) {
           // A full batch: there may be more.
         }
-        errorDelay = 100;
+        onError.reset();
       } catch (err) {
         this.opts.log.warn({ event: 'notify.dispatch_error', err: coerceError(err).message }, 'dispatching events failed; retrying');
-        await new Promise((r) => setTimeout(r, errorDelay));
-        errorDelay = Math.min(errorDelay * 2, 5_000);
-        this.wakePending = true;
+        await new Promise((r) => setTimeout(r, onError.next()));
+        this.wakeup.wake();
       }
     }
   }

@@ -1,0 +1,51 @@
+import { v5 as uuidv5 } from 'uuid';
+
+/**
+ * What a webhook delivery is as a job: its type, what it carries, how its id is made and the body
+ * it sends. Owned here so that the fan-out (src/notify) depends on webhook, never the reverse.
+ */
+
+export const WEBHOOK_JOB = 'webhook.deliver';
+
+/** What the `webhook.deliver` job carries: the body is fixed at fan-out, so every retry sends the same bytes. */
+export interface DeliverPayload {
+  topic: string;
+  body: string;
+}
+
+export function isDeliverPayload(p: unknown): p is DeliverPayload {
+  return typeof p === 'object' && p !== null && typeof (p as DeliverPayload).body === 'string' && typeof (p as DeliverPayload).topic === 'string';
+}
+
+/** The name-based (version 5) UUID namespace of webhook job ids. Never change it: see webhookJobId. */
+const JOB_ID_NAMESPACE = '5b0f0c3e-8a9d-4c1e-9f3a-6d2b7e41c0a8';
+
+/**
+ * The id of the `webhook.deliver` job of one event for one endpoint: a version 5 UUID of the two,
+ * so fanning the same event out again (after a database crash lost an asynchronous commit) makes
+ * the same jobs, and a receiver sees the same `X-ACW-Event-Id` on a repeated delivery. A changed
+ * derivation would give such a redelivery a new id that receivers could not deduplicate.
+ */
+export function webhookJobId(eventId: string, endpoint: string): string {
+  return uuidv5(`${eventId}\n${endpoint}`, JOB_ID_NAMESPACE);
+}
+
+export interface WebhookEvent {
+  id: string;
+  topic: string;
+  occurredAt: Date | string;
+  data: unknown;
+}
+
+/** The delivery body, fixed at fan-out: `{"event_id","topic","occurred_at","data"}` in that order. */
+export function buildBody(event: WebhookEvent): string {
+  const occurredAt = event.occurredAt instanceof Date ? event.occurredAt : new Date(event.occurredAt);
+  if (Number.isNaN(occurredAt.getTime())) throw new RangeError('occurredAt is not a valid date');
+  return JSON.stringify({
+    event_id: event.id,
+    topic: event.topic,
+    occurred_at: occurredAt.toISOString(),
+    // JSON.stringify drops undefined members; the body always carries `data`.
+    data: event.data === undefined ? null : event.data,
+  });
+}
