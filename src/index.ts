@@ -1,20 +1,24 @@
 /**
- * acw-webhooks as a library: the transactional outbox (`notify`, `notifyMany`) for applications,
- * and the service's building blocks for embedding it (queue, worker pool, periodic runners).
+ * acw-webhooks as a library: the API an application may build on, kept stable across releases and
+ * documented in README.md#embedding. Everything else under dist/ (the queue's statements, the slot
+ * accounting, the fan-out) is internal and may change in any release.
+ *
+ * - Notify from the application's own transaction: `notify`, `notifyMany` (the outbox).
+ * - Run the service in-process, with the application's own job types and periodic runners:
+ *   `Service.start({ config, handlers, runners })`, `service.enqueue(jobs)`.
+ * - A bare worker pool for the application's own job types: `WorkerPool` with `registerHandler`.
+ * - Receivers, HTTP callers and tests have their own entry points: `acw-webhooks/verify`,
+ *   `acw-webhooks/client`, `acw-webhooks/testing`.
  */
-export { PermanentError, UsageError } from './errors.js';
-export { WorkerPool, makeWorkerId, type JobHandler, type JobContext, type WorkerPoolOptions } from './queue/worker.js';
-export { enqueueJobs, claimJobs, renewLeases } from './queue/store.js';
-export { completeJobs, failJobs, releaseJobs } from './queue/outcomes.js';
-export { backoffDelay, type RetryPolicy } from './queue/backoff.js';
-export type { ClaimedJob, NewJob, JobOutcome, AttemptRecord, DeadJob, DeadHook, JobStatus } from './queue/types.js';
-export { Scheduler, claimRunnerTurn, type PeriodicRunner, type RunnerContext } from './runners/scheduler.js';
-export { jobReaper, reapExpiredJobs } from './runners/reaper.js';
-export { jobPurge, purgeOld } from './runners/purge.js';
+export { notify, notifyMany, OutboxError, type OutboxDb, type OutboxEvent, type OutboxOptions } from './outbox.js';
+export { Service, type ServiceOptions } from './service.js';
+export { WorkerPool, type JobHandler, type JobContext, type WorkerPoolOptions } from './queue/worker.js';
+export type { RetryPolicy } from './queue/backoff.js';
+export type { ClaimedJob, NewJob, JobStatus } from './queue/types.js';
+export type { PeriodicRunner, RunnerContext } from './runners/scheduler.js';
+export { PermanentError } from './errors.js';
+export { loadConfig, parseConfig, ConfigError, type Config } from './config/index.js';
 export { migrate } from './db/migrate.js';
 export { createPool } from './db/pool.js';
 export { channels } from './db/sql.js';
-export { createLogger } from './log.js';
-export { notify, notifyMany, OutboxError, type OutboxDb, type OutboxEvent, type OutboxOptions } from './outbox.js';
-export { Service, type ServiceOptions } from './service.js';
-export { loadConfig, parseConfig, ConfigError, type Config } from './config/index.js';
+export { createLogger, type Logger } from './log.js';
