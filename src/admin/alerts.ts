@@ -5,7 +5,7 @@ import type { Logger } from '../log.js';
 import { requireId, requireLimit } from './params.js';
 
 /**
- * Dead-letter alerts (spec §5) read from `audit_log`, the exactly-once record. The NOTIFY on the
+ * Dead-letter alerts (docs/operations.md#dead-letter) read from `audit_log`, the exactly-once record. The NOTIFY on the
  * alerts channel only wakes followers, who then re-read from their last id, so a follower that
  * was away (or whose LISTEN connection dropped) misses nothing.
  */

@@ -2,7 +2,7 @@ import type { Queryable } from '../db/pool.js';
 import { ApiError } from '../errors.js';
 import { decodeCursor, encodeCursor, iso, requireId, requireLimit } from './params.js';
 
-/** A user's in-app notifications (spec §7): each caller sees and marks only their own. */
+/** A user's in-app notifications (`GET /v1/notifications`): each caller sees and marks only their own. */
 export interface NotificationView {
   id: number;
   topic: string;

@@ -7,7 +7,7 @@ import { hashToken, newToken } from '../users.js';
 import { writeAudit } from './audit.js';
 import { ApiError, badField } from '../errors.js';
 
-/** API principals (spec §7): tokens shown once, stored as SHA-256, compared in constant time. */
+/** API principals (roles in config.example.yaml, server.auth.users): tokens shown once, stored as SHA-256, compared in constant time. */
 export interface Principal {
   id: string;
   name: string;

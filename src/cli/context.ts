@@ -3,7 +3,7 @@ import { openDatabase, type Database } from '../db/connect.js';
 import { createLogger, type Logger } from '../log.js';
 import { ApiError, UsageError } from '../errors.js';
 
-/** Exit codes (spec §8): 0 ok, 1 failure, 2 usage or configuration error. */
+/** Exit codes (README.md#operator-cli): 0 ok, 1 failure, 2 usage or configuration error. */
 export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
 
 /** Thrown by a command to end with a code and a message on stderr. */

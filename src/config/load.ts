@@ -67,7 +67,7 @@ function build(raw: unknown, env: Env, file?: string): Config {
 }
 
 /**
- * The built-in bootstrap user of spec §2: `ops` (admin) with the token from ACW_ADMIN_TOKEN, so
+ * The built-in bootstrap user (config.example.yaml, server.auth.users): `ops` (admin) with the token from ACW_ADMIN_TOKEN, so
  * `ACW_ADMIN_TOKEN=... npm start` works without a config file. Skipped at start while the token is empty.
  */
 const DEFAULT_USERS = [{ name: 'ops', role: 'admin', token: '${ACW_ADMIN_TOKEN:-}' }];

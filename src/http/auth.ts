@@ -5,7 +5,7 @@ import type pg from 'pg';
 import { ApiError } from '../errors.js';
 
 /**
- * Bearer-token auth (spec §7). Each route names the roles that may call it in its `config.roles`
+ * Bearer-token auth (roles: admin, viewer, service). Each route names the roles that may call it in its `config.roles`
  * (`'any'`: every authenticated user); routes without it (health, metrics) are public. The token
  * is looked up on every request, so a revoked user is refused at once.
  */

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import { ApiError } from '../errors.js';
 
-/** Every error answer has this one shape (spec §7), naming the offending field where there is one. */
+/** Every error answer has this one shape, `{error: {code, message, details?}}`, naming the offending field where there is one. */
 export interface ErrorBody {
   error: { code: string; message: string; details?: Record<string, unknown> };
 }

@@ -23,7 +23,7 @@ export interface HttpServerOptions {
 }
 
 /**
- * The HTTP API (spec §7) on Fastify. Bodies are JSON only (415 otherwise), limited to
+ * The HTTP API on Fastify. Bodies are JSON only (415 otherwise), limited to
  * `server.max_body` (413), validated by zod schemas (400 naming the field); every error answer is
  * `{error: {code, message, details?}}` and only a bug or an outage is a 5xx.
  */

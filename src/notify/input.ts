@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { isValidTopic } from '../config/topics.js';
 
-/** A single event's data is limited to 256 KiB once serialised (spec §2). */
+/** A single event's data is limited to 256 KiB once serialised (config.example.yaml, server.max_body). */
 export const MAX_DATA_BYTES = 256 * 1024;
 /** Deeper nesting than this is refused: no legitimate payload needs it and the database recurses on it. */
 export const MAX_DEPTH = 64;

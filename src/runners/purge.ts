@@ -49,7 +49,7 @@ async function purgeBatched(pool: pg.Pool, sql: string, params: unknown[], batch
 }
 
 /**
- * Retention (spec §3): completed jobs past completed_retention and dead or cancelled ones past
+ * Retention (docs/operations.md#periodic-runners): completed jobs past completed_retention and dead or cancelled ones past
  * dead_retention go with their webhook_attempts; events with no job left past completed_retention;
  * read notifications past dead_retention. audit_log is kept.
  */

@@ -28,7 +28,7 @@ const RETRYABLE_4XX = new Set([408, 425, 429]);
 const HONOURS_RETRY_AFTER = new Set([429, 503]);
 const MAX_MESSAGE = 500;
 
-/** Spec §4: 2xx delivered; 3xx and 4xx permanent (but 408/425/429 retry); 5xx retry. */
+/** 2xx delivered; 3xx and 4xx permanent (but 408/425/429 retry); 5xx retry (README.md#receiving-webhooks). */
 export function classifyResponse(status: number, headers: ResponseHeaders = {}, now: number = Date.now()): AttemptOutcome {
   if (status >= 200 && status < 300) return { kind: 'delivered', status };
   if (status >= 300 && status < 400) {

@@ -6,7 +6,7 @@ export type SignatureScheme = 'acw' | 'standard';
 const STANDARD_SECRET_PREFIX = 'whsec_';
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
 
-/** `sha256=<hex>` of HMAC-SHA256(secret, `<ts>.` + body): the `X-ACW-Signature` value (spec §4). */
+/** `sha256=<hex>` of HMAC-SHA256(secret, `<ts>.` + body): the `X-ACW-Signature` value (README.md#receiving-webhooks). */
 export function signAcw(secret: string, timestamp: number, body: string): string {
   assertTimestamp(timestamp);
   // A string key is taken as its UTF-8 bytes, as Buffer.from(secret, 'utf8') would give.
@@ -59,7 +59,7 @@ const RESERVED = new Set([
 
 const USER_AGENT = `acw-webhooks/${VERSION}`;
 
-/** The request headers for one attempt: endpoint extras first, then the protocol headers (spec §4). */
+/** The request headers for one attempt: endpoint extras first, then the protocol headers (README.md#receiving-webhooks). */
 export function buildHeaders(opts: BuildHeadersOptions): Record<string, string> {
   const headers: Record<string, string> = {};
   const extra = opts.extra;

@@ -43,7 +43,7 @@ export class OpenStreams {
 const frame = (a: AlertView): string => `id: ${a.id}\nevent: dead_letter\ndata: ${JSON.stringify(a)}\n\n`;
 
 /**
- * `GET /v1/alerts/stream`: Server-Sent Events of dead-letter alerts (spec §5), `id:` the audit row
+ * `GET /v1/alerts/stream`: Server-Sent Events of dead-letter alerts (docs/operations.md#dead-letter), `id:` the audit row
  * id. Replays from `Last-Event-ID` (a reconnecting EventSource sends it) or `?since=`; without
  * either it starts at the newest alert now. Ends when the client goes, the user is revoked, or
  * the server shuts down (`streams` lets the server end them all).
