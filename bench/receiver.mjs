@@ -1,7 +1,7 @@
 // The local webhook receiver: a child process of its own (so it never shares an event loop with
 // the worker under test). Keep-alive HTTP on 127.0.0.1, answers 200 to every POST, records
 // arrival times, counts distinct X-ACW-Event-Id values (duplicates show up), and checks the
-// signature of one request in 50 (HMAC over `<ts>.` + body, spec §4).
+// signature of one request in 50 (HMAC over `<ts>.` + body, README.md#receiving-webhooks).
 // Driven over IPC by bench/run.mjs: {cmd:'reset', target, latency} / {cmd:'stats'} / {cmd:'exit'}.
 import { createServer } from 'node:http';
 import { timingSafeEqual } from 'node:crypto';

@@ -1,6 +1,6 @@
 // Shared by the orchestrator, the receiver and every worker child: the workload (topic, data,
 // body), the signing secret, a clock that agrees across processes, and the peers' delivery
-// handler (the same signed POST acw-webhooks sends, spec §4).
+// handler (the same signed POST acw-webhooks sends, README.md#receiving-webhooks).
 import { createHmac, randomUUID } from 'node:crypto';
 
 export const SECRET = 'bench-secret-0123456789abcdef';
@@ -24,7 +24,7 @@ export function eventData(seq) {
   };
 }
 
-/** The delivery body, the same shape acw-webhooks builds at dispatch (spec §4). */
+/** The delivery body, the same shape acw-webhooks builds at dispatch (README.md#receiving-webhooks). */
 export function eventBody(seq, eventId = randomUUID(), occurredAt = new Date()) {
   return JSON.stringify({ event_id: eventId, topic: TOPIC, occurred_at: occurredAt.toISOString(), data: eventData(seq) });
 }
