@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Handover, type JobAdopter } from '../../src/notify/dispatch.js';
+import { Handover, type JobAdopter } from '../../src/queue/handover.js';
 import type { ClaimedJob, NewJob } from '../../src/queue/types.js';
 
 /**
