@@ -75,8 +75,8 @@ export class Flusher {
       const attempt: AttemptRecord | undefined = o.attempt;
       if (o.kind === 'complete') completes.push(f);
       else if (o.kind === 'release') {
-        const parkedFor = f.job.parkedSince ? Date.now() - f.job.parkedSince.getTime() : 0;
-        if (o.park && f.job.parkedSince && parkedFor >= o.park.deadAfterMs) {
+        const unknownFor = f.job.endpointUnknownSince ? Date.now() - f.job.endpointUnknownSince.getTime() : 0;
+        if (o.park && f.job.endpointUnknownSince && unknownFor >= o.park.deadAfterMs) {
           fails.push([f, { held, error: o.error, dead: true, reason: 'parked', delayMs: 0, attempt }]);
         } else {
           releases.push([f, { held, delayMs: f.delayMs, error: o.error, ...(o.park ? { park: o.park.reason } : {}), attempt }]);

@@ -117,8 +117,8 @@ function toClaimed(r: ClaimRow, localNow: number): ClaimedJob {
     eventId: r.event_id,
     endpoint: r.endpoint,
     createdAt: new Date(r.created_ms),
-    parkedSince: r.parked_since_ms === null ? null : new Date(r.parked_since_ms),
-    skippedSince: r.skipped_since_ms === null ? null : new Date(r.skipped_since_ms),
+    endpointUnknownSince: r.parked_since_ms === null ? null : new Date(r.parked_since_ms),
+    skippedTurnsSince: r.skipped_since_ms === null ? null : new Date(r.skipped_since_ms),
   };
 }
 
@@ -222,8 +222,8 @@ export async function insertJobs(
         eventId: j.eventId ?? null,
         endpoint: j.endpoint ?? null,
         createdAt: new Date(r.db_now_ms),
-        parkedSince: null,
-        skippedSince: null,
+        endpointUnknownSince: null,
+        skippedTurnsSince: null,
       });
     }
   }

@@ -40,10 +40,13 @@ export interface ClaimedJob {
   eventId: string | null;
   endpoint: string | null;
   createdAt: Date;
-  /** Since when its endpoint has been unknown (the 24 h rule). */
-  parkedSince: Date | null;
-  /** Since when its turns have found the endpoint unknown or disabled (the growing waits). */
-  skippedSince: Date | null;
+  /** Since when its endpoint has been unknown (column `parked_since`): the 24 h rule to dead. */
+  endpointUnknownSince: Date | null;
+  /**
+   * Since when its turns have found the endpoint unknown or disabled (column `skipped_since`): its
+   * waits grow with it.
+   */
+  skippedTurnsSince: Date | null;
 }
 
 /** One HTTP attempt, written to `webhook_attempts` in the same statement as the job's outcome. */
@@ -63,7 +66,7 @@ export type JobOutcome =
   /** Try again after back-off (or retryAfterMs when later), dead once attempts are spent. */
   | { kind: 'retry'; error: string; retryAfterMs?: number; attempt?: AttemptRecord }
   | { kind: 'permanent'; error: string; attempt?: AttemptRecord }
-  /** Back to pending without spending the attempt; dead with `error` once parked longer than deadAfterMs. */
+  /** Back to pending without spending the attempt; dead with `error` once its endpoint has been unknown longer than deadAfterMs. */
   | { kind: 'release'; delayMs: number; error: string; park?: { reason: 'unknown' | 'disabled'; deadAfterMs: number }; attempt?: AttemptRecord };
 
 /** A job row as the dead hook sees it, after the transition. */
