@@ -4,8 +4,7 @@
  */
 export { PermanentError, UsageError } from './errors.js';
 export { WorkerPool, makeWorkerId, type JobHandler, type JobContext, type WorkerPoolOptions } from './queue/worker.js';
-export { enqueueJobs, claimJobs, renewLeases } from './queue/store.js';
-export { completeJobs, failJobs, releaseJobs } from './queue/outcomes.js';
+export { enqueueJobs, claimJobs, renewLeases, completeJobs, failJobs, releaseJobs } from './queue/transitions.js';
 export { backoffDelay, type RetryPolicy } from './queue/backoff.js';
 export type { ClaimedJob, NewJob, JobOutcome, AttemptRecord, DeadJob, DeadHook, JobStatus } from './queue/types.js';
 export { Scheduler, claimRunnerTurn, type PeriodicRunner, type RunnerContext } from './runners/scheduler.js';

@@ -10,7 +10,7 @@ import { WEBHOOK_JOB, type DispatchContext } from './notify/dispatch.js';
 import { jobPurge } from './runners/purge.js';
 import { jobReaper } from './runners/reaper.js';
 import { Scheduler, type PeriodicRunner } from './runners/scheduler.js';
-import { unparkJobs } from './queue/store.js';
+import { unparkJobs } from './queue/transitions.js';
 import { WorkerPool, type JobHandler } from './queue/worker.js';
 import { createDeliverHandler, logAttempt } from './webhook/deliver.js';
 import { deadLetterHook } from './webhook/dead-letter.js';

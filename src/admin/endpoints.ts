@@ -2,7 +2,7 @@ import { redactUrl, type Endpoint, type Scheme } from '../config/index.js';
 import type { Queryable } from '../db/pool.js';
 import { withTransaction } from '../db/pool.js';
 import { WEBHOOK_JOB, type DeliverPayload } from '../notify/dispatch.js';
-import { enqueueJobs } from '../queue/store.js';
+import { enqueueJobs } from '../queue/transitions.js';
 import type { Service } from '../service.js';
 import { buildBody } from '../webhook/sign.js';
 import { writeAudit } from './audit.js';

@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { topicMatches, type Endpoint } from '../config/index.js';
 import type { Logger } from '../log.js';
 import { withTransaction, type TransactionOptions } from '../db/pool.js';
-import { insertJobs, type HoldOptions } from '../queue/store.js';
+import { insertJobs, type HoldOptions } from '../queue/transitions.js';
 import type { ClaimedJob, NewJob } from '../queue/types.js';
 import { buildBody } from '../webhook/sign.js';
 

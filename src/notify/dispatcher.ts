@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { coerceError } from '../errors.js';
 import { Listener } from '../db/listener.js';
 import type { Logger } from '../log.js';
-import { isExistingJob } from '../queue/store.js';
+import { isExistingJob } from '../queue/transitions.js';
 import { dispatchEvents, dispatchTransaction, type DispatchContext, type EventRow } from './dispatch.js';
 
 const BATCH = 200;

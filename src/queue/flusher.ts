@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { completeJobs, failJobs, releaseJobs, type FailItem, type ReleaseItem } from './outcomes.js';
+import { completeJobs, failJobs, releaseJobs, type FailItem, type ReleaseItem } from './transitions.js';
 import type { AttemptRecord, ClaimedJob, DeadHook, JobOutcome } from './types.js';
 
 /** A handler's run, waiting to be written. */

@@ -12,6 +12,7 @@
  * - dead: no more tries; the dead hook runs in the same transaction as that status change.
  *
  * States: pending -> running -> completed | pending (retry, release, reaper) | dead; pending -> cancelled.
+ * Every move is one function of transitions.ts; the diagram is docs/operations.md#job-states.
  */
 
 export type JobStatus = 'pending' | 'running' | 'completed' | 'dead' | 'cancelled';
@@ -47,6 +48,12 @@ export interface ClaimedJob {
    * waits grow with it.
    */
   skippedTurnsSince: Date | null;
+}
+
+/** The guarded identity of a claimed job: every write after the claim matches both. */
+export interface Held {
+  id: string;
+  leaseToken: string;
 }
 
 /** One HTTP attempt, written to `webhook_attempts` in the same statement as the job's outcome. */
