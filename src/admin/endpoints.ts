@@ -1,7 +1,7 @@
 import { redactUrl, type Endpoint, type Scheme } from '../config/index.js';
 import type { Queryable } from '../db/pool.js';
 import { withTransaction } from '../db/pool.js';
-import { enqueueJobs } from '../queue/store.js';
+import { enqueueJobs } from '../queue/transitions.js';
 import type { Service } from '../service.js';
 import { WEBHOOK_JOB, buildBody, type DeliverPayload } from '../webhook/job.js';
 import { writeAudit } from './audit.js';

@@ -8,9 +8,9 @@ import { silentLogger, type Logger } from '../log.js';
 import { outcomeDelay, type RetryPolicy } from './backoff.js';
 import { Flusher, type Finished } from './flusher.js';
 import { Heartbeat, type Running } from './heartbeat.js';
-import { releaseJobs } from './outcomes.js';
 import { SlotLedger, slotsUsedUp } from './slots.js';
-import { claimJobs, nextDueIn, pendingEndpoints } from './store.js';
+import { nextDueIn, pendingEndpoints } from './store.js';
+import { claimJobs, releaseJobs } from './transitions.js';
 import type { JobContext, JobHandler, OutcomeHandler } from './handler.js';
 import type { ClaimedJob, DeadHook, JobOutcome } from './types.js';
 
