@@ -78,7 +78,7 @@ export function registerJobs(program: Command): void {
     });
   jobs
     .command('retry')
-    .description('send a dead or completed job again (a new attempt series)')
+    .description('send a dead, completed or cancelled job again (a new attempt series)')
     .argument('<id>', 'job id')
     .option('-c, --config <file>', 'config file')
     .action(async (id: string, o: GlobalOptions) => {
