@@ -3,11 +3,11 @@
  * result down: path from the caller (`-c`), else ACW_CONFIG, else ./config.yaml, else defaults.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import { ConfigError } from './errors.js';
 import { interpolateTree, parseYaml, type Env } from './interpolate.js';
 import { isObject } from './rules.js';
-import type { Config } from './schema.js';
+import type { Config, ConfigData } from './schema.js';
 import { sortByInput, validate } from './validate.js';
 
 export { ConfigError } from './errors.js';
@@ -63,7 +63,16 @@ function build(raw: unknown, env: Env, file?: string): Config {
   const result = validate(tree, interpolated.failed);
   const issues = [...interpolated.issues, ...(result.ok ? [] : result.issues)];
   if (issues.length > 0 || !result.ok) throw ConfigError.from(sortByInput(issues, tree), file);
-  return deepFreeze(result.value);
+  return deepFreeze(file === undefined ? result.value : withDataDirFrom(result.value, dirname(file)));
+}
+
+/**
+ * A relative `database.data_dir` (the default `.acw` too) is relative to the config file, so every
+ * command using that file finds the same embedded PostgreSQL wherever it is run from.
+ */
+function withDataDirFrom(config: ConfigData, dir: string): ConfigData {
+  const dataDir = config.database.data_dir;
+  return isAbsolute(dataDir) ? config : { ...config, database: { ...config.database, data_dir: resolve(dir, dataDir) } };
 }
 
 /**
