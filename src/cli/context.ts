@@ -21,9 +21,10 @@ export interface GlobalOptions {
   config?: string;
 }
 
-export function readConfig(opts: GlobalOptions): Config {
+/** `needSecrets: false` for commands that never deliver: they run without the endpoints' secrets (see LoadOptions). */
+export function readConfig(opts: GlobalOptions, load: { needSecrets?: boolean } = {}): Config {
   try {
-    return loadConfig(opts.config ? { path: opts.config } : {});
+    return loadConfig({ ...(opts.config ? { path: opts.config } : {}), ...load });
   } catch (err) {
     if (err instanceof ConfigError) throw new ExitError(EXIT.usage, `configuration error:\n${err.issues.map((i) => `  ${i}`).join('\n')}`);
     throw err;

@@ -1,14 +1,29 @@
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { startProc, type Proc } from '../helpers/procs.js';
 
-// What a new user tripped over (issue 11): --listen in the logged config.
+// What a new user tripped over (issue 11): secrets a command does not use, --listen in the logged config.
 
 const BIN = fileURLToPath(new URL('../../bin/acw-webhooks.js', import.meta.url));
+const run = promisify(execFile);
+
+async function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  const { DATABASE_URL: _ignored, WEBHOOK_SECRET: _unset, ...base } = process.env;
+  try {
+    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { env: { ...base, ...env }, timeout: 60_000 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
+}
+
 let dir: string;
 let db: TestDatabase;
 const procs: Proc[] = [];
@@ -29,6 +44,33 @@ function writeConfig(name: string, text: string): string {
   writeFileSync(path, text);
   return path;
 }
+
+const withSecret = () =>
+  writeConfig('secret.yaml', 'notify:\n  webhook:\n    url: http://127.0.0.1:9/hook\n    secret: ${WEBHOOK_SECRET}\n    topics: ["cli.*"]\n');
+
+describe('commands that do not deliver need no delivery secret', () => {
+  it('jobs list, users list, alerts, migrate and notify run with WEBHOOK_SECRET unset', async () => {
+    const cfg = withSecret();
+    const env = { DATABASE_URL: db.url };
+    for (const args of [['jobs', 'list'], ['users', 'list'], ['alerts'], ['migrate']]) {
+      const r = await cli([...args, '-c', cfg], env);
+      expect({ args, code: r.code, stderr: r.stderr }).toEqual({ args, code: 0, stderr: '' });
+    }
+    // notify writes the job; the workers that send it sign with their own config's secret.
+    const n = await cli(['notify', 'cli.hello', '-c', cfg], env);
+    expect(n.code).toBe(0);
+    expect(JSON.parse(n.stdout).job_ids).toHaveLength(1);
+  });
+
+  it('config check, serve and worker still refuse it, naming the variable', async () => {
+    const cfg = withSecret();
+    for (const cmd of ['config check', 'serve', 'worker']) {
+      const r = await cli([...cmd.split(' '), '-c', cfg, ...(cmd === 'config check' ? [] : ['--listen', '127.0.0.1:0'])], { DATABASE_URL: db.url });
+      expect({ cmd, code: r.code }).toEqual({ cmd, code: 2 });
+      expect(r.stderr).toContain('notify.webhook.secret: environment variable WEBHOOK_SECRET is not set');
+    }
+  });
+});
 
 describe('serve --listen', () => {
   it('the effective config logged at start (service.config) shows the override', async () => {

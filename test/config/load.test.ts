@@ -165,6 +165,59 @@ describe('loadConfig', () => {
   });
 });
 
+describe('needSecrets: false (commands that never deliver)', () => {
+  const secrets = [
+    'server:',
+    '  auth:',
+    '    users: [{ name: ci, role: service, token: "${CI_TOKEN}" }]',
+    'notify:',
+    '  webhook:',
+    '    url: http://127.0.0.1:9/hook',
+    '    secret: ${WEBHOOK_SECRET}',
+    '    headers: { Authorization: "Bearer ${HOOK_TOKEN}" }',
+    '    topics: ["a.*"]',
+    '    endpoints:',
+    '      - { name: b, url: "http://127.0.0.1:9/b", secret: "", topics: ["*"], headers: { X-Key: "${B_KEY}" } }',
+    '',
+  ].join('\n');
+
+  test('unset variables in secrets, header values and tokens, and an empty secret, are no error; the rest of the config is whole', () => {
+    const path = join(tempDir({ 'c.yaml': secrets }), 'c.yaml');
+    const config = loadConfig({ path, env: {}, needSecrets: false });
+    expect(resolveEndpoints(config).map((e) => [e.name, e.url, e.secret, e.topics, e.headers])).toEqual([
+      ['default', 'http://127.0.0.1:9/hook', '', ['a.*'], { Authorization: 'Bearer ' }],
+      ['b', 'http://127.0.0.1:9/b', '', ['*'], { 'X-Key': '' }],
+    ]);
+    expect(config.server.auth.users).toEqual([{ name: 'ci', role: 'service', token: '' }]);
+  });
+
+  test('by default (serve, worker, config check) every one of them is an error', () => {
+    const path = join(tempDir({ 'c.yaml': secrets }), 'c.yaml');
+    expect(errorOf(() => loadConfig({ path, env: {} })).issues).toEqual([
+      'server.auth.users[0].token: environment variable CI_TOKEN is not set',
+      'notify.webhook.secret: environment variable WEBHOOK_SECRET is not set',
+      'notify.webhook.headers.Authorization: environment variable HOOK_TOKEN is not set',
+      'notify.webhook.endpoints[0].secret: required (non-empty) for every endpoint',
+      'notify.webhook.endpoints[0].headers.X-Key: environment variable B_KEY is not set',
+    ]);
+  });
+
+  test('still refuses everything else: an unset variable elsewhere, and a secret that is set but malformed', () => {
+    const path = join(
+      tempDir({
+        'c.yaml':
+          'jobs: { workers: "${WORKERS}" }\nnotify:\n  webhook:\n    url: "${HOOK_URL}"\n    endpoints:\n      - { name: s, url: "http://127.0.0.1:9/s", secret: nope, scheme: standard }\n',
+      }),
+      'c.yaml',
+    );
+    expect(errorOf(() => loadConfig({ path, env: {}, needSecrets: false })).issues).toEqual([
+      'jobs.workers: environment variable WORKERS is not set',
+      'notify.webhook.url: environment variable HOOK_URL is not set',
+      'notify.webhook.endpoints[0].secret: scheme "standard" needs a secret like "whsec_<base64>", got a value of 4 characters',
+    ]);
+  });
+});
+
 describe('config.example.yaml', () => {
   test('loads as shipped with an empty environment and equals the defaults apart from the bootstrap user', () => {
     const config = loadConfig({ path: EXAMPLE, env: {} });

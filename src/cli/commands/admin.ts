@@ -27,7 +27,7 @@ async function admin<T>(
   o: GlobalOptions,
   fn: (ctx: { pool: import('pg').Pool; url: string; jobsChannel: string; alertsChannel: string; log: Logger }) => Promise<T>,
 ): Promise<T> {
-  const config = readConfig(o);
+  const config = readConfig(o, { needSecrets: false }); // none of these delivers
   return withDatabase(config, async (db, log) => {
     const ch = channels(config.database.schema);
     try {
