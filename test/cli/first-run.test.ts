@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { startProc, type Proc } from '../helpers/procs.js';
 
-// What a new user tripped over (issue 11): secrets a command does not use, --listen in the logged config.
+// What a new user tripped over (issue 11): secrets a command does not use, an unmigrated database, --listen in the logged config.
 
 const BIN = fileURLToPath(new URL('../../bin/acw-webhooks.js', import.meta.url));
 const run = promisify(execFile);
@@ -68,6 +68,27 @@ describe('commands that do not deliver need no delivery secret', () => {
       const r = await cli([...cmd.split(' '), '-c', cfg, ...(cmd === 'config check' ? [] : ['--listen', '127.0.0.1:0'])], { DATABASE_URL: db.url });
       expect({ cmd, code: r.code }).toEqual({ cmd, code: 2 });
       expect(r.stderr).toContain('notify.webhook.secret: environment variable WEBHOOK_SECRET is not set');
+    }
+  });
+});
+
+describe('a database that is not migrated', () => {
+  it('is named, with the command that fixes it, instead of relation "jobs" does not exist (exit 1)', async () => {
+    const empty = await createTestDatabase({ migrated: false });
+    try {
+      const cfg = writeConfig('empty.yaml', '');
+      for (const args of [['jobs', 'list'], ['users', 'list'], ['alerts'], ['alerts', '--follow'], ['notify', 'a.b']]) {
+        const r = await cli([...args, '-c', cfg], { DATABASE_URL: empty.url });
+        expect({ args, code: r.code }).toEqual({ args, code: 1 });
+        expect(r.stderr).toContain(`database ${empty.name} on `);
+        expect(r.stderr).toContain('is not migrated');
+        expect(r.stderr).toContain('acw-webhooks migrate');
+        expect(r.stderr).not.toContain('does not exist');
+      }
+      expect((await cli(['migrate', '-c', cfg], { DATABASE_URL: empty.url })).code).toBe(0);
+      expect(await cli(['jobs', 'list', '-c', cfg], { DATABASE_URL: empty.url })).toMatchObject({ code: 0, stderr: '' });
+    } finally {
+      await empty.drop();
     }
   });
 });
