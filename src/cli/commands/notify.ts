@@ -49,8 +49,7 @@ export function registerNotify(program: Command): void {
             jobsChannel: channels(config.database.schema).jobs,
             log,
           });
-          // The answer as POST /v1/notify gives it, plus whether it is the first answer for an
-          // idempotency key given again (HTTP says so by its 200), as the JS client reports it.
+          // The answer as POST /v1/notify gives it: replayed when an idempotency key given before answers again.
           printJson({ ...ans.body, replayed: ans.status === 200 });
         } catch (err) {
           if (err instanceof NotifyError) throw new ExitError(err.status === 409 ? EXIT.failure : EXIT.usage, err.message);
