@@ -36,6 +36,11 @@ interface StatRow {
   last_attempt_at: Date | null;
 }
 
+/** Attempts are timed in whole ms; an interpolated percentile is shown to 0.1 ms, not as 56.519999999999996. */
+function roundMs(ms: number | null | undefined): number | null {
+  return ms === null || ms === undefined ? null : Math.round(ms * 10) / 10;
+}
+
 export async function endpointHealth(db: Queryable, endpoints: readonly Endpoint[], windowMinutes = 60): Promise<EndpointHealth[]> {
   if (!Number.isInteger(windowMinutes) || windowMinutes < 1 || windowMinutes > 7 * 24 * 60) {
     throw badField('window', 'expected whole minutes from 1 to 10080');
@@ -73,8 +78,8 @@ export async function endpointHealth(db: Queryable, endpoints: readonly Endpoint
       window_minutes: windowMinutes,
       attempts: s?.attempts ?? 0,
       success_rate: s ? s.success_rate : null,
-      p50_duration_ms: s?.p50 ?? null,
-      p99_duration_ms: s?.p99 ?? null,
+      p50_duration_ms: roundMs(s?.p50),
+      p99_duration_ms: roundMs(s?.p99),
       last_error: err?.error ?? null,
       last_error_at: iso(err?.created_at ?? null),
       last_attempt_at: iso(s?.last_attempt_at ?? null),

@@ -21,13 +21,13 @@ async function lockJob(client: pg.ClientBase, id: string): Promise<JobRow> {
   return row;
 }
 
-/** Dead or completed -> pending with a fresh attempt series (redelivery on demand). */
+/** Dead, completed or cancelled -> pending with a fresh attempt series (redelivery on demand, or undoing a cancel). */
 export async function retryJob(db: pg.Pool, id: string, actor: string, jobsChannel: string): Promise<JobView> {
   const jobId = requireUuid(id, 'id');
   return withTransaction(db, async (client) => {
     const row = await lockJob(client, jobId);
-    if (row.status !== 'dead' && row.status !== 'completed') {
-      throw new ApiError(409, 'invalid_state', `job ${jobId} is ${row.status}: only dead or completed jobs can be retried`, {
+    if (row.status !== 'dead' && row.status !== 'completed' && row.status !== 'cancelled') {
+      throw new ApiError(409, 'invalid_state', `job ${jobId} is ${row.status}: only dead, completed or cancelled jobs can be retried`, {
         field: 'status',
         status: row.status,
       });
