@@ -30,9 +30,27 @@ export function describe(variant) {
     : 'library defaults: concurrency 1, maxPoolSize 10';
 }
 
-async function utils(url) {
+/**
+ * WorkerUtils on a pool of our own, with error listeners: its connections can outlive release()
+ * (seen under load), and creating a database from the template (or dropping a run database) then
+ * terminates them, which crashed the orchestrator on the idle client's unhandled error.
+ */
+async function utils(url, { maxPoolSize = 10 } = {}) {
   const { makeWorkerUtils } = await import('graphile-worker');
-  return makeWorkerUtils({ connectionString: url, logger: await quietLogger() });
+  const pool = new pg.Pool({ connectionString: url, max: maxPoolSize });
+  pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
+  const u = await makeWorkerUtils({ pgPool: pool, logger: await quietLogger() });
+  return {
+    migrate: () => u.migrate(),
+    addJob: (...a) => u.addJob(...a),
+    addJobs: (...a) => u.addJobs(...a),
+    withPgClient: (f) => u.withPgClient(f),
+    async release() {
+      await u.release();
+      await pool.end();
+    },
+  };
 }
 
 async function quietLogger() {
