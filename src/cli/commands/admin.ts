@@ -95,14 +95,14 @@ export function registerJobs(program: Command): void {
   jobs
     .command('redrive')
     .description('re-queue dead jobs matching the filter; prints {"count": N} (with --dry-run: how many match)')
-    .requiredOption('--status <status>', 'only "dead"')
+    .option('--status <status>', 'only "dead", the default')
     .option('--since <duration>', 'only jobs that went dead within this long, e.g. 1h')
     .option('--topic <topic>', 'event topic')
     .option('--endpoint <name>', 'endpoint name')
     .option('--dry-run', 'count only; change nothing')
     .option('-c, --config <file>', 'config file')
-    .action(async (o: GlobalOptions & { status: string; since?: string; topic?: string; endpoint?: string; dryRun?: boolean }) => {
-      if (o.status !== 'dead') throw new ExitError(EXIT.usage, `--status: only "dead" jobs can be redriven, got ${JSON.stringify(o.status)}`);
+    .action(async (o: GlobalOptions & { status?: string; since?: string; topic?: string; endpoint?: string; dryRun?: boolean }) => {
+      if (o.status !== undefined && o.status !== 'dead') throw new ExitError(EXIT.usage, `--status: only "dead" jobs can be redriven, got ${JSON.stringify(o.status)}`);
       let since: Date | undefined;
       if (o.since !== undefined) {
         try {
@@ -149,21 +149,26 @@ export function registerUsers(program: Command): void {
     });
 }
 
+/** `alerts` prints the newest 50; `alerts --follow` starts like `tail -f`, with the last 10. */
+const LIST_DEFAULT = 50;
+const TAIL_DEFAULT = 10;
+
 export function registerAlerts(program: Command): void {
   program
     .command('alerts')
-    .description('dead-letter alerts as JSON lines: recent ones, or --follow to keep listening')
-    .option('--follow', 'keep printing alerts as they happen, until interrupted')
-    .option('--since <id>', 'only alerts after this audit id (replays what was missed)')
-    .option('--limit <n>', 'without --follow: at most this many (the newest, or the first after --since; max 1000)', '50')
+    .description('dead-letter alerts as JSON lines: the newest ones, or --follow to print the last 10 and keep listening (like tail -f)')
+    .option('--follow', 'print the last alerts (10, or --limit), then each new one as it happens, until interrupted')
+    .option('--since <id>', 'start after this alert id instead (replays every alert after it, with or without --follow)')
+    .option('--limit <n>', `how many past alerts: without --follow the newest ${LIST_DEFAULT} (or the first after --since; max 1000), with --follow the last ${TAIL_DEFAULT}`)
     .option('-c, --config <file>', 'config file')
-    .action(async (o: GlobalOptions & { follow?: boolean; since?: string; limit: string }) => {
+    .action(async (o: GlobalOptions & { follow?: boolean; since?: string; limit?: string }) => {
       const since = o.since === undefined ? undefined : Number(o.since);
       if (since !== undefined && (!Number.isInteger(since) || since < 0)) throw new ExitError(EXIT.usage, `--since: expected an alert id, got ${JSON.stringify(o.since)}`);
-      const limit = positiveInt(o.limit, '--limit');
+      const limit = o.limit === undefined ? undefined : positiveInt(o.limit, '--limit');
+      if (limit !== undefined && limit > 1000) throw new ExitError(EXIT.usage, `--limit: at most 1000, got ${limit}`);
       await admin(o, async ({ pool, url, alertsChannel, log }) => {
         if (!o.follow) {
-          for (const a of await readAlerts(pool, { sinceId: since, limit })) printJson(a);
+          for (const a of await readAlerts(pool, { sinceId: since, limit: limit ?? LIST_DEFAULT })) printJson(a);
           return;
         }
         const ctl = new AbortController();
@@ -171,7 +176,7 @@ export function registerAlerts(program: Command): void {
         process.once('SIGINT', stop);
         process.once('SIGTERM', stop);
         // Its log (stderr, warn and up) says when the database is lost and while it retries.
-        await followAlerts({ pool, url, channel: alertsChannel, sinceId: since, signal: ctl.signal, onAlert: (a) => printJson(a), log });
+        await followAlerts({ pool, url, channel: alertsChannel, sinceId: since, backlog: limit ?? TAIL_DEFAULT, signal: ctl.signal, onAlert: (a) => printJson(a), log });
       });
     });
 }
