@@ -2,6 +2,7 @@ import { ConfigError, loadConfig, type Config } from '../config/index.js';
 import { openDatabase, type Database } from '../db/connect.js';
 import { createLogger, type Logger } from '../log.js';
 import { UsageError } from '../errors.js';
+import { writeLine } from './output.js';
 
 /** Exit codes (spec §8): 0 ok, 1 failure, 2 usage or configuration error. */
 export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
@@ -46,8 +47,9 @@ export async function withDatabase<T>(config: Config, fn: (db: Database, log: Lo
   }
 }
 
-export function printJson(value: unknown): void {
-  process.stdout.write(`${JSON.stringify(value)}\n`);
+/** One JSON line on stdout; false once stdout is closed (a list stops printing there). */
+export function printJson(value: unknown): boolean {
+  return writeLine(JSON.stringify(value));
 }
 
 /** Read `--data`-style arguments: inline text, `@file`, or `@-` for standard input. */

@@ -16,6 +16,7 @@ import { parseDuration } from '../../config/index.js';
 import { channels } from '../../db/sql.js';
 import type { Logger } from '../../log.js';
 import { EXIT, ExitError, printJson, readConfig, withDatabase, type GlobalOptions } from '../context.js';
+import { watchForStop } from '../stop.js';
 
 /** Operator commands act as this principal in audit_log: the OS user running them. */
 function actor(): string {
@@ -61,7 +62,7 @@ export function registerJobs(program: Command): void {
       const limit = positiveInt(o.limit, '--limit');
       await admin(o, async ({ pool }) => {
         const page = await listJobs(pool, { status: o.status, type: o.type, topic: o.topic, endpoint: o.endpoint, event_id: o.eventId, limit });
-        for (const j of page.items) printJson(j);
+        for (const j of page.items) if (!printJson(j)) break;
       });
     });
   jobs
@@ -136,7 +137,7 @@ export function registerUsers(program: Command): void {
     .option('-c, --config <file>', 'config file')
     .action(async (o: GlobalOptions) => {
       await admin(o, async ({ pool }) => {
-        for (const u of await listUsers(pool)) printJson(u);
+        for (const u of await listUsers(pool)) if (!printJson(u)) break;
       });
     });
   users
@@ -168,15 +169,27 @@ export function registerAlerts(program: Command): void {
       if (limit !== undefined && limit > 1000) throw new ExitError(EXIT.usage, `--limit: at most 1000, got ${limit}`);
       await admin(o, async ({ pool, url, alertsChannel, log }) => {
         if (!o.follow) {
-          for (const a of await readAlerts(pool, { sinceId: since, limit: limit ?? LIST_DEFAULT })) printJson(a);
+          for (const a of await readAlerts(pool, { sinceId: since, limit: limit ?? LIST_DEFAULT })) if (!printJson(a)) break;
           return;
         }
-        const ctl = new AbortController();
-        const stop = () => ctl.abort();
-        process.once('SIGINT', stop);
-        process.once('SIGTERM', stop);
-        // Its log (stderr, warn and up) says when the database is lost and while it retries.
-        await followAlerts({ pool, url, channel: alertsChannel, sinceId: since, backlog: limit ?? TAIL_DEFAULT, signal: ctl.signal, onAlert: (a) => printJson(a), log });
+        // SIGINT/SIGTERM, the parent exiting (npx) or a closed stdout (`| head`) end the follow,
+        // and the database (an embedded server included) is closed as after any command.
+        const stop = watchForStop({ onStdoutClosed: true });
+        try {
+          // Its log (stderr, warn and up) says when the database is lost and while it retries.
+          await followAlerts({
+            pool,
+            url,
+            channel: alertsChannel,
+            sinceId: since,
+            backlog: limit ?? TAIL_DEFAULT,
+            signal: stop.signal,
+            onAlert: (a) => void printJson(a),
+            log,
+          });
+        } finally {
+          stop.dispose();
+        }
       });
     });
 }

@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { parseListen } from '../../config/index.js';
 import { verifyWebhookDetailed } from '../../verify.js';
 import { EXIT, ExitError } from '../context.js';
+import { watchForStop } from '../stop.js';
 
 interface ReceiveOptions {
   listen: string;
@@ -62,10 +63,16 @@ export function registerReceive(program: Command): void {
       });
       const a = server.address();
       process.stderr.write(`listening on http://${o.listen.replace(/:\d+$/, '')}:${typeof a === 'object' && a ? a.port : addr.port}\n`);
-      await new Promise<void>((resolve) => {
-        const stop = () => server.close(() => resolve());
-        process.once('SIGINT', stop);
-        process.once('SIGTERM', stop);
-      });
+      // SIGINT/SIGTERM, the parent exiting (npx's shell) or a closed stdout stop it.
+      const stop = watchForStop({ onStdoutClosed: true });
+      try {
+        await stop.requested;
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeAllConnections();
+        });
+      } finally {
+        stop.dispose();
+      }
     });
 }
