@@ -21,14 +21,16 @@ export interface StopWatch {
 export const PARENT_POLL_MS = 500;
 
 /**
- * Why the parent is watched: `npm start` and `npx acw-webhooks …` (npm 10 and 11, on Node 20 and
- * 24) run the command through `sh -c`, and npm forwards SIGINT/SIGTERM only to that shell. dash
- * (Debian's sh) does not exec the command, so a `kill` of npm killed the shell and left us running
- * under PID 1 with the embedded PostgreSQL. There is no IPC channel (npm spawns with
+ * Why the parent is watched: `npx acw-webhooks …` (npm 11 here, and npm 10's run-script forwards
+ * the same way) runs the command through `sh -c` and forwards SIGINT/SIGTERM only to that shell.
+ * dash (Debian's sh) does not exec the command, so a SIGTERM to npx killed the shell and left us
+ * running under PID 1 with the embedded PostgreSQL. (`npm start` execs node, so its forwarded
+ * signal reaches us; this covers a killed npm there.) There is no IPC channel (npm spawns with
  * stdio: inherit), stdin may be a terminal or /dev/null under a supervisor, and Node has no
- * PR_SET_PDEATHSIG; polling process.ppid (live, a getppid() each read) works with every wrapper.
- * Re-parenting goes to PID 1 or to the nearest subreaper, so any change counts. A process started
- * by PID 1 itself (Docker's exec-form CMD, systemd) or orphaned already has nothing to watch.
+ * PR_SET_PDEATHSIG; polling process.ppid (a getppid() at each read, on Node 20 and 24) works with
+ * every wrapper. Re-parenting goes to PID 1 or to the nearest subreaper, so any change counts. A
+ * process started by PID 1 itself (Docker's exec-form CMD, systemd) has nothing to watch. Not
+ * covered: a SIGINT sent to npx alone, which dash holds while it waits for us.
  */
 export function watchForStop(opts: { pollMs?: number; onStdoutClosed?: boolean } = {}): StopWatch {
   const ctl = new AbortController();
