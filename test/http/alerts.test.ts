@@ -3,8 +3,8 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
-import { call, makeUser, startApi, type Api } from './api.js';
-import { openSse, waitForText, type SseStream } from './sse.js';
+import { call, makeUser, startApi, type Api } from '../helpers/api.js';
+import { openSse, waitForText, type SseStream } from '../helpers/sse.js';
 
 let db: TestDatabase;
 let rx: Receiver;

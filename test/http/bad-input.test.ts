@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
-import { call, makeUser, postRaw, rowCounts, startApi, type Api } from './api.js';
+import { call, makeUser, postRaw, rowCounts, startApi, type Api } from '../helpers/api.js';
 
 let db: TestDatabase;
 let rx: Receiver;

@@ -5,7 +5,7 @@ import type { AttemptRecord } from '../../src/queue/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
-import { call, makeUser, metricValue, startApi, type Api } from './api.js';
+import { call, makeUser, metricValue, startApi, type Api } from '../helpers/api.js';
 
 let db: TestDatabase;
 let rx: Receiver;

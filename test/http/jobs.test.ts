@@ -3,7 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
-import { call, insertJob, makeUser, startApi, type Api } from './api.js';
+import { call, insertJob, makeUser, startApi, type Api } from '../helpers/api.js';
 
 let db: TestDatabase;
 let rx: Receiver;

@@ -5,7 +5,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
 import { startProc, type Proc } from '../helpers/procs.js';
 
-const WORKER = fileURLToPath(new URL('../fixtures/queue-worker.mjs', import.meta.url));
+const WORKER = fileURLToPath(new URL('../helpers/queue-worker.mjs', import.meta.url));
 const CH = 'public.acw_jobs';
 
 let db: TestDatabase;

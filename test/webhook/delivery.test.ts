@@ -12,7 +12,7 @@ import { waitFor } from '../helpers/logs.js';
 import { rawHeaderObject, startReceiver, type Receiver } from '../helpers/receiver.js';
 import { merge, startTestService } from '../helpers/service.js';
 
-const SEED_003 = fileURLToPath(new URL('./fixtures/seed003_verify.py', import.meta.url));
+const SEED_003 = fileURLToPath(new URL('../helpers/seed003_verify.py', import.meta.url));
 const SECRET = 'test-secret-3f9a';
 
 let db: TestDatabase;
