@@ -22,9 +22,21 @@ export interface NotifyAnswer {
   body: DispatchResult;
 }
 
+/**
+ * JSON with every object's keys sorted, at any depth: the same data sent with its keys in another
+ * order is the same request. Arrays keep their order (it is part of the data).
+ */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).toSorted(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  );
+}
+
 function requestHash(input: NotifyInput): string {
   return createHash('sha256')
-    .update(JSON.stringify([input.topic, input.data, input.recipients ?? []]))
+    .update(canonicalJson([input.topic, input.data, input.recipients ?? []]))
     .digest('hex');
 }
 
