@@ -39,6 +39,16 @@ describe('periodic runners', () => {
     expect(events('runner.error')[0]).toMatchObject({ runner: 'bad', err: 'nope' });
   });
 
+  it('a runner error quoting a credential is logged with it censored', async () => {
+    const { s, events, raw } = scheduler([
+      { name: 'leaky', intervalMs: 60_000, cluster: false, run: async () => Promise.reject(new Error('connect to postgres://acw:runner-pw-1@db:5432/acw failed')) },
+    ]);
+    s.start();
+    const line = await waitFor(() => events('runner.error')[0], 5_000);
+    expect(line).toMatchObject({ runner: 'leaky', err: 'connect to postgres://acw:[redacted]@db:5432/acw failed' });
+    expect(raw()).not.toContain('runner-pw-1');
+  });
+
   it('a cluster runner runs once per interval across three replicas', async () => {
     const runs: number[] = [];
     const mk = (): PeriodicRunner => ({ name: 'cluster_task', intervalMs: 400, cluster: true, run: async () => void runs.push(Date.now()) });
