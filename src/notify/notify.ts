@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { dispatchEvents, dispatchTransaction, type DispatchContext, type DispatchResult, type EventRow, type Handover } from './dispatch.js';
+import { canonicalJson } from './canonical-json.js';
 import type { NotifyInput } from './input.js';
 
 /** A refusal the caller can act on; HTTP maps `status` straight through. */
@@ -20,18 +21,6 @@ export interface NotifyAnswer {
   /** 202 accepted now; 200 the same idempotency key again: the first answer, nothing written. */
   status: 200 | 202;
   body: DispatchResult;
-}
-
-/**
- * JSON with every object's keys sorted, at any depth: the same data sent with its keys in another
- * order is the same request. Arrays keep their order (it is part of the data).
- */
-export function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) =>
-    v && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).toSorted(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-      : v,
-  );
 }
 
 function requestHash(input: NotifyInput): string {

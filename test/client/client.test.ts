@@ -99,7 +99,8 @@ describe('createClient().notify', () => {
   });
 
   it('reports a 200 (the key was used before) as replayed', async () => {
-    answer(200, ACCEPTED);
+    // As the service answers (test/client/real-server.test.ts): 200 and replayed: true.
+    answer(200, { ...ACCEPTED, replayed: true });
     expect(await client().notify('a.b', 1, { idempotencyKey: 'k1' })).toEqual({ ...ACCEPTED, replayed: true });
   });
 
@@ -275,9 +276,10 @@ describe('createClient().notifyBatch', () => {
     { topic: 'invoice.paid', data: { id: 1 } },
     { topic: 'invoice.paid', data: { id: 2 }, recipients: ['bob'], idempotencyKey: 'invoice-2-paid' },
   ];
+  // The service's answer to a new batch: a replayed flag on every result.
   const results = [
-    { event_id: '00000000-0000-4000-8000-0000000000e1', job_ids: ['00000000-0000-4000-8000-0000000000a1'] },
-    { event_id: '00000000-0000-4000-8000-0000000000e2', job_ids: [], skipped: 'webhooks_disabled' },
+    { event_id: '00000000-0000-4000-8000-0000000000e1', job_ids: ['00000000-0000-4000-8000-0000000000a1'], replayed: false },
+    { event_id: '00000000-0000-4000-8000-0000000000e2', job_ids: [], skipped: 'webhooks_disabled', replayed: false },
   ];
 
   it('POSTs {events} with a key per event and maps the results in order', async () => {
@@ -297,7 +299,7 @@ describe('createClient().notifyBatch', () => {
 
   it('retries a batch with the same per-event keys, so the retry replays', async () => {
     answer(503, '', {}, '/v1/notify/batch');
-    answer(200, { results }, {}, '/v1/notify/batch');
+    answer(200, { results: results.map((r) => ({ ...r, replayed: true })) }, {}, '/v1/notify/batch');
     const res = await client().notifyBatch(events);
     expect(res.map((r) => r.replayed)).toEqual([true, true]);
     expect(seen).toHaveLength(2);
@@ -307,7 +309,7 @@ describe('createClient().notifyBatch', () => {
     expect(new Set(keys).size).toBe(2);
   });
 
-  it('takes a per-result replayed flag when the server gives one', async () => {
+  it("takes each result's replayed flag from the server (a batch mixing a used key and a new one is a 202)", async () => {
     answer(202, { results: [{ ...results[0], replayed: true }, results[1]] }, {}, '/v1/notify/batch');
     expect((await client().notifyBatch(events)).map((r) => r.replayed)).toEqual([true, false]);
   });
