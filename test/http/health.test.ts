@@ -3,6 +3,7 @@ import { migrate } from '../../src/db/migrate.js';
 import { createHttpServer, listenHttp } from '../../src/http/server.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
+import { startProxy } from '../helpers/proxy.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { call, makeUser, metricValue, startApi, type Api } from '../helpers/api.js';
 
@@ -181,5 +182,41 @@ describe('/healthz and /readyz', () => {
     expect((await call(a.url, 'GET', '/healthz')).status).toBe(200);
     expect((await call(a.url, 'GET', '/v1/jobs', { token })).status).toBe(404);
     expect((await call(a.url, 'POST', '/v1/notify', { token, body: { topic: 'a.b', data: 1 } })).status).toBe(404);
+  });
+});
+
+describe('API routes during a database outage', () => {
+  it('answer 503 unavailable with retry-after while the database is away, and work again once it is back', async () => {
+    const u = new URL(db.url);
+    const proxy = await startProxy({ host: u.hostname, port: Number(u.port) });
+    const pu = new URL(db.url);
+    pu.port = String(proxy.port);
+    try {
+      // The service reaches the database only through the proxy, which refuses connections while cut.
+      const a = await startApi({ ...db, url: pu.toString() }, { jobs: { enabled: false }, notify: { webhook: { url: rx.url, secret: 's3cret', topics: ['*'] } } });
+      apis.push(a);
+      const token = await makeUser(db.pool, 'ops', 'admin');
+      expect((await call(a.url, 'GET', '/v1/jobs', { token })).status).toBe(200);
+      let back = false;
+      const outage = proxy.cut(4_000).then(() => (back = true));
+      for (const [method, path, body] of [
+        ['GET', '/v1/jobs', undefined],
+        ['POST', '/v1/notify', { topic: 'a.b', data: {} }],
+      ] as const) {
+        const res = await call(a.url, method, path, { token, body });
+        expect(back, 'answered during the outage').toBe(false);
+        expect({ status: res.status, retryAfter: res.headers.get('retry-after'), code: res.body?.error?.code }).toEqual({
+          status: 503,
+          retryAfter: '1',
+          code: 'unavailable',
+        });
+      }
+      await outage;
+      await waitFor(async () => (await call(a.url, 'GET', '/v1/jobs', { token })).status === 200, 10_000);
+      expect((await call(a.url, 'POST', '/v1/notify', { token, body: { topic: 'a.b', data: {} } })).status).toBe(202);
+    } finally {
+      await Promise.all(apis.splice(0).map((x) => x.close()));
+      await proxy.close();
+    }
   });
 });
