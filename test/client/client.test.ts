@@ -2,6 +2,7 @@ import { inspect } from 'node:util';
 import nock from 'nock';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { AcwError, createClient, type ClientOptions, type NotifyClient } from '../../src/client.js';
+import { waitFor } from '../helpers/logs.js';
 
 const ORIGIN = 'http://acw.test';
 const TOKEN = 'acw_svc_5f0c9b7e1d2a4c6b8e0f1a3c5d7e9b21';
@@ -248,7 +249,8 @@ describe('createClient().notify', () => {
     answer(503, '');
     const ctl = new AbortController();
     const p = client({ backoff: { baseMs: 10_000, capMs: 10_000 } }).notify('a.b', 1, { signal: ctl.signal });
-    setTimeout(() => ctl.abort(new Error('shutting down')), 50);
+    // Aborted once the first attempt was answered: during the 10 s back-off.
+    void waitFor(() => seen.length === 1).then(() => ctl.abort(new Error('shutting down')));
     await expect(p).rejects.toThrow('shutting down');
     expect(seen).toHaveLength(1);
   });

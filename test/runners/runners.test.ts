@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { purgeOld } from '../../src/runners/purge.js';
 import { Scheduler, type PeriodicRunner } from '../../src/runners/scheduler.js';
@@ -67,12 +68,24 @@ describe('periodic runners', () => {
     first.s.start();
     await waitFor(() => n === 1);
     await first.s.stop();
-    const second = scheduler([task]);
-    second.s.start();
-    await new Promise((r) => setTimeout(r, 300));
-    expect(n).toBe(1);
+    // The restarted process also has a never-run probe, registered after `daily`, and one database
+    // connection: `daily`'s turn is decided before the probe's, so once the probe ran, `daily` had
+    // its chance (no sleep needed).
+    let probed = false;
+    const probe: PeriodicRunner = { name: 'probe', intervalMs: 24 * 3600_000, cluster: true, run: async () => void (probed = true) };
+    const one = new pg.Pool({ connectionString: db.url, max: 1 });
+    const second = new Scheduler({ pool: one, log: captureLogs().log });
+    second.register(task);
+    second.register(probe);
+    try {
+      second.start();
+      await waitFor(() => probed);
+      expect(n).toBe(1);
+    } finally {
+      await second.stop();
+      await one.end();
+    }
     await db.pool.query(`update runner_state set last_run_at = now() - interval '25 hours'`);
-    await second.s.stop();
     scheduler([task]).s.start();
     await waitFor(() => n === 2);
   });
