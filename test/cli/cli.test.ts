@@ -207,6 +207,50 @@ describe('serve and worker processes', () => {
     expect(await p.stop('SIGTERM')).toBe(0);
   });
 
+  it('SIGTERM while notifies and deliveries are in flight: exit 0, every accepted event kept, no job left running', async () => {
+    const token = 'svc-token-0123456789abcdef0123456789';
+    const cfg = writeConfig(
+      'sigterm.yaml',
+      `server:\n  listen: "127.0.0.1:0"\n  auth: { users: [{ name: svc, role: service, token: "${token}" }] }\njobs: { poll_interval: 200ms, shutdown_grace: 1s }\nnotify:\n  webhook: { url: "${rx.url}/term", secret: s3cret, topics: ["*"] }\n`,
+    );
+    // Deliveries hang: the grace runs out with them in flight, and they must be handed back.
+    rx.setResponder((r) => (r.url === '/term' ? { hang: true } : { status: 200 }));
+    try {
+      const p = startProc(process.execPath, [BIN, 'serve', '-c', cfg], { DATABASE_URL: db.url });
+      procs.push(p);
+      const address = JSON.parse(await p.waitForLine(/service\.listening/)).address as string;
+      const post = (i: number) =>
+        fetch(`${address}/v1/notify`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ topic: 'term.test', data: { i } }),
+        }).then(
+          async (r) => ({ status: r.status, body: (await r.json().catch(() => null)) as { event_id?: string } | null }),
+          () => ({ status: 0, body: null }),
+        );
+      const early = await Promise.all(Array.from({ length: 5 }, (_, i) => post(i)));
+      expect(early.map((r) => r.status)).toEqual([202, 202, 202, 202, 202]);
+      await rx.waitForRequests(3, 15_000);
+      // More notifies on their way while the signal lands.
+      const late = Array.from({ length: 20 }, (_, i) => post(100 + i));
+      p.child.kill('SIGTERM');
+      const answers = [...early, ...(await Promise.all(late))];
+      expect(await p.exited).toBe(0);
+      // Nothing refused with a 5xx other than 503 (unavailable while stopping), and every 202 kept.
+      expect(answers.filter((a) => a.status >= 500 && a.status !== 503)).toEqual([]);
+      const accepted = answers.filter((a) => a.status === 202).map((a) => a.body!.event_id!);
+      const stored = (await db.pool.query<{ id: string }>('select id from events')).rows.map((r) => r.id);
+      expect(stored).toEqual(expect.arrayContaining(accepted));
+      expect((await db.pool.query(`select count(*)::int as n from jobs where event_id = any($1::uuid[])`, [accepted])).rows[0].n).toBe(accepted.length);
+      const jobs = (await db.pool.query<{ status: string; n: number }>(`select status, count(*)::int as n from jobs group by 1`)).rows;
+      expect(jobs.filter((j) => j.status === 'running')).toEqual([]);
+      // Handed back unspent: the hanging deliveries cost no attempt.
+      expect((await db.pool.query(`select count(*)::int as n from jobs where status = 'pending' and attempts > 0`)).rows[0].n).toBe(0);
+    } finally {
+      rx.setResponder(() => ({ status: 200 }));
+    }
+  });
+
   it('kill -9 during delivery, then a restart: the job is delivered and none is left running', async () => {
     const cfg = writeConfig(
       'kill.yaml',
