@@ -261,6 +261,65 @@ describe('worker pool', () => {
     expect(events('jobs.module.shutdown_timeout')).toHaveLength(1);
   });
 
+  it('a claim that returns after the stop began hands its jobs straight back, unrun and unspent', async () => {
+    const u = new URL(db.url);
+    const proxy = await startProxy({ host: u.hostname, port: Number(u.port) });
+    const pu = new URL(db.url);
+    pu.port = String(proxy.port);
+    const pool = createPool({ url: pu.toString(), size: 4, schema: 'public' });
+    try {
+      let ran = false;
+      const { wp } = startPool({ t: async () => void (ran = true) }, { pool, url: pu.toString() });
+      await wp.start();
+      await waitFor(() => !wp.claiming);
+      await enqueueJobs(db.pool, [{ type: 't', payload: {}, maxAttempts: 3 }], CH);
+      // The claim runs in the database, but its answer is held back...
+      proxy.hold();
+      wp.wake(true);
+      await waitFor(async () => (await statuses()).running === 1);
+      // ...until the stop has begun.
+      const stopped = wp.stop();
+      proxy.release();
+      await stopped;
+      expect(ran).toBe(false);
+      expect((await db.pool.query('select status, attempts from jobs')).rows).toEqual([{ status: 'pending', attempts: 0 }]);
+    } finally {
+      proxy.release();
+      await pool.end();
+      await proxy.close();
+    }
+  });
+
+  it('stop does not wait for ever on outcomes it cannot write: after its drain timeout it logs job.write_error and returns', async () => {
+    const u = new URL(db.url);
+    const proxy = await startProxy({ host: u.hostname, port: Number(u.port) });
+    const pu = new URL(db.url);
+    pu.port = String(proxy.port);
+    const pool = createPool({ url: pu.toString(), size: 4, schema: 'public' });
+    try {
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const { wp, events } = startPool({ t: async () => gate }, { pool, url: pu.toString() });
+      await wp.start();
+      await enqueueJobs(db.pool, [{ type: 't', payload: {}, maxAttempts: 3 }], CH);
+      await waitFor(async () => (await statuses()).running === 1);
+      // Away for longer than stop's 10 s drain timeout (src/queue/worker.ts).
+      let back = false;
+      const outage = proxy.cut(12_000).then(() => (back = true));
+      release();
+      await waitFor(() => events('job.write_error').length > 0, 10_000);
+      await wp.stop();
+      expect(back, 'stop returned while the database was still away').toBe(false);
+      expect(events('job.write_error').at(-1)).toMatchObject({ jobs: 1, msg: 'could not write every outcome before stopping' });
+      // Left running, for the reaper to hand back.
+      expect((await db.pool.query('select status from jobs')).rows).toEqual([{ status: 'running' }]);
+      await outage;
+    } finally {
+      await pool.end();
+      await proxy.close();
+    }
+  }, 40_000);
+
   it('a handler that ignores the abort is still handed back at shutdown', async () => {
     const { wp } = startPool({ stuck: () => new Promise(() => undefined) }, { shutdownGraceMs: 100 });
     await wp.start();
