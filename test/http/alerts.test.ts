@@ -113,7 +113,7 @@ describe('GET /v1/alerts/stream', () => {
     await waitForText(s, ': connected');
     // An open stream that held the server would keep close() (and this test) from finishing.
     await api.app.close();
-    await s.ended;
+    await expect(s.ended).resolves.toBeUndefined();
   });
 
   it('lets go of the connection when the client disconnects', async () => {
