@@ -398,7 +398,8 @@ export interface OutcomeReport {
  * Wait until every accepted event is dispatched and no job is pending or running, then check:
  * every accepted event delivered at least once with a valid signature, to every endpoint it fans
  * out to; none dead that should not be, none running; duplicates (a job taken by its receiver
- * more than once) at most `maxDuplicates`; one `webhook.dead_letter` audit row and one
+ * more than once) at most `maxDuplicates`; each job's attempts on record agree with how it ended
+ * (the delivering attempt is its last claim's); one `webhook.dead_letter` audit row and one
  * notification per admin for each dead job, and none for any other.
  */
 export async function checkOutcome(o: Outcome): Promise<OutcomeReport> {
@@ -460,6 +461,23 @@ export async function checkOutcome(o: Outcome): Promise<OutcomeReport> {
   expect(duplicates, `deliveries taken twice (bound: the jobs in flight at the fault), by receiver ${JSON.stringify(perReceiver)}`).toBeLessThanOrEqual(
     maxDuplicates,
   );
+
+  // The record says which attempt delivered each job: exactly one 2xx attempt made under a lease
+  // that held (not flagged lease_lost), and it is the job's last claim; a dead job has none. A
+  // holder whose lease was lost and handed on must change nothing, however late its write lands.
+  const misrecorded = (
+    await pool.query<{ id: string; status: string; attempts: number; ok: number[] | null }>(
+      `select j.id, j.status, j.attempts, array_agg(a.attempt order by a.attempt) filter (where a.status_code between 200 and 299 and not a.lease_lost) as ok
+         from jobs j left join webhook_attempts a on a.job_id = j.id
+        where j.status in ('completed', 'dead') and j.type = 'webhook.deliver'
+        group by j.id, j.status, j.attempts
+       having (j.status = 'completed' and (count(*) filter (where a.status_code between 200 and 299 and not a.lease_lost) <> 1
+                 or max(a.attempt) filter (where a.status_code between 200 and 299 and not a.lease_lost) <> j.attempts))
+           or (j.status = 'dead' and count(*) filter (where a.status_code between 200 and 299 and not a.lease_lost) > 0)
+        limit 10`,
+    )
+  ).rows;
+  expect(misrecorded, 'jobs whose attempts on record disagree with how they ended').toEqual([]);
 
   // Dead letters: exactly once per dead job, for every admin; none for any other job.
   const dead = (await pool.query<{ id: string }>(`select id from jobs where status = 'dead' order by id`)).rows.map((r) => r.id);

@@ -37,7 +37,11 @@ beforeAll(async () => {
   url = u.toString();
   // The test's own pool: it reconnects after the restart like the service's.
   pool = createPool({ url, size: 4, schema: 'public' });
-  rx = await startChaosReceiver('hooks', () => ({ delayMs: 100 }));
+  // A job sent again (after its lease ran out in the outage) is answered slowly, so that the first
+  // holder's outcome, retried until the database is back (every 5 s at most), lands while the
+  // second holder still runs: it must change nothing (the lease guard), and the record must show
+  // that the second delivered it.
+  rx = await startChaosReceiver('hooks', (n) => ({ delayMs: n === 1 ? 100 : 12_000 }));
 });
 afterAll(async () => {
   await killStarted();
@@ -94,7 +98,7 @@ function probe(procs: ServiceProc[]): { probes: Probe[]; stop(): Promise<void> }
 it('PostgreSQL down for 10 s in the middle of the deliveries: everything recovers by itself, nothing is lost', async () => {
   const t0 = Date.now();
   const total = scaled(3000, 300);
-  const cfg = writeConfig(work.dir, 'outage.yaml', [endpointOf(rx)], {
+  const cfg = writeConfig(work.dir, 'outage.yaml', [endpointOf(rx, { timeout: '30s' })], {
     max_attempts: 10,
     // Shorter than the outage: leases run out while the database is away.
     job_reaper: { interval: '1s', lease_timeout: '4s' },
