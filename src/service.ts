@@ -111,7 +111,8 @@ export class Service {
       log: this.log,
     });
     // It never throws: a failed connect is retried in the background, the TTL bounding staleness meanwhile.
-    void this.tokensListener.start();
+    if (this.stopping) void this.tokensListener.close();
+    else void this.tokensListener.start();
     return cache;
   }
 
