@@ -32,9 +32,10 @@ const more = (n: number): string => (n > 1 ? ` (and ${n - 1} more)` : '');
  * Write events at once, dispatched, in a fixed number of statements whatever their number: the
  * recipients check (when any are named), one insert of the events with their answers, one lookup
  * when some keys were taken, the jobs and the in-app notifications. Ids are made here, so each
- * answer is known before the insert and goes in with its event; `path` prefixes field names
- * (`events[3].`) in a batch. Throws an ApiError, having written nothing that the
- * caller's rollback does not undo, on an unknown recipient or a key used with a different request.
+ * answer is known before the insert and goes in with its event. In a `batch`, field names are
+ * prefixed with the event's place (`events[3].recipients`). Throws an ApiError, having written
+ * nothing that the caller's rollback does not undo, on an unknown recipient or a key used with a
+ * different request.
  */
 async function notifyEvents(
   client: pg.ClientBase,

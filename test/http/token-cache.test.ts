@@ -129,7 +129,8 @@ describe('auth through the cache, two processes', () => {
     clock = 0;
   });
 
-  const cli = (...args: string[]) => run(process.execPath, [BIN, ...args], { env: { ...process.env, DATABASE_URL: db.url, USER: 'tester' } });
+  const cli = (...args: string[]) =>
+    run(process.execPath, [BIN, ...args], { env: { ...process.env, DATABASE_URL: db.url, USER: 'tester' } });
 
   it('a revoke by `users revoke` (another process) refuses the token in both servers, warm caches and all, within the TTL', async () => {
     const token = await makeUser(db.pool, 'leaky', 'service');
