@@ -2,6 +2,7 @@ import type { Dispatcher } from 'undici';
 import { configWarnings, maskConfig, resolveEndpoints, type Config, type Endpoint } from './config/index.js';
 import { openDatabase, type Database } from './db/connect.js';
 import { migrate } from './db/migrate.js';
+import { Listener } from './db/listener.js';
 import { channels } from './db/sql.js';
 import { silentLogger, type Logger } from './log.js';
 import { Metrics } from './metrics.js';
@@ -18,6 +19,8 @@ import { deadLetterHook } from './webhook/dead-letter.js';
 import { WEBHOOK_JOB } from './webhook/job.js';
 import { createDeliveryAgent } from './webhook/send.js';
 import { bootstrapUsers } from './users.js';
+import { principalOfTokenHash } from './admin/users.js';
+import { TokenCache, type TokenCacheOptions } from './admin/token-cache.js';
 
 export interface ServiceOptions {
   config: Config;
@@ -29,6 +32,8 @@ export interface ServiceOptions {
   httpAgent?: Dispatcher;
   /** An already open database (tests); otherwise opened from the config. */
   database?: Database;
+  /** The HTTP auth's token cache (tests shorten or lengthen its TTL). */
+  tokenCache?: TokenCacheOptions;
 }
 
 /**
@@ -53,6 +58,9 @@ export class Service {
   private readonly ownsAgent: boolean;
   private stopping: Promise<void> | null = null;
   private stoppingWork: Promise<void> | null = null;
+  private tokens: TokenCache | null = null;
+  private tokensListener: Listener | null = null;
+  private readonly tokenCacheOptions: TokenCacheOptions;
 
   private constructor(opts: ServiceOptions, db: Database) {
     this.config = opts.config;
@@ -62,6 +70,7 @@ export class Service {
     this.endpointList = resolveEndpoints(opts.config);
     this.endpointMap = new Map(this.endpointList.map((e) => [e.name, e]));
     this.endpointCaps = new Map(this.endpointList.map((e) => [e.name, e.max_in_flight]));
+    this.tokenCacheOptions = opts.tokenCache ?? {};
     this.ownsAgent = !opts.httpAgent;
     this.agent = opts.httpAgent ?? createDeliveryAgent();
     const cfg = opts.config;
@@ -83,6 +92,28 @@ export class Service {
    */
   async enqueue(jobs: readonly NewJob[]): Promise<string[]> {
     return enqueueJobs(this.db.pool, jobs, this.channels.jobs);
+  }
+
+  /**
+   * The HTTP auth's token cache, with its revoke listener started on the first call (processes that
+   * serve no authenticated route hold no LISTEN connection for it). A NOTIFY names the user whose
+   * tokens to forget; after a reconnect, what was missed is unknown, so everything goes.
+   */
+  tokenCache(): TokenCache {
+    if (this.tokens) return this.tokens;
+    const cache = new TokenCache((hash) => principalOfTokenHash(this.db.pool, hash), this.tokenCacheOptions);
+    this.tokens = cache;
+    this.tokensListener = new Listener({
+      url: this.db.url,
+      channels: [this.channels.users],
+      onNotify: (_channel, name) => (name ? cache.evictUser(name) : cache.clear()),
+      onReconnect: () => cache.clear(),
+      log: this.log,
+    });
+    // It never throws: a failed connect is retried in the background, the TTL bounding staleness meanwhile.
+    if (this.stopping) void this.tokensListener.close();
+    else void this.tokensListener.start();
+    return cache;
   }
 
   get endpoints(): readonly Endpoint[] {
@@ -200,6 +231,8 @@ export class Service {
     this.stopping ??= (async () => {
       await this.stopWork();
       if (this.ownsAgent) await (this.agent as { close?: () => Promise<void> }).close?.();
+      this.tokens?.close();
+      await this.tokensListener?.close();
       await this.db.close();
     })();
     return this.stopping;

@@ -6,6 +6,7 @@ import { withTransaction } from '../db/pool.js';
 import { hashToken, newToken } from '../users.js';
 import { writeAudit } from './audit.js';
 import { ApiError, badField } from '../errors.js';
+import { forgetUser } from './token-cache.js';
 
 /** API principals (roles in config.example.yaml, server.auth.users): tokens shown once, stored as SHA-256, compared in constant time. */
 export interface Principal {
@@ -38,7 +39,7 @@ export async function addUser(db: pg.Pool, u: { name: string; role: string }, ac
   const name = requireName(u.name);
   const role = requireRole(u.role);
   const token = newToken();
-  return withTransaction(db, async (client) => {
+  const added = await withTransaction(db, async (client) => {
     // A revoked name may be added again (how a leaked token is replaced): a new token and role,
     // the same user row, so its notifications and idempotency keys stay its own.
     const res = await client.query<{ reissued: boolean }>(
@@ -51,8 +52,12 @@ export async function addUser(db: pg.Pool, u: { name: string; role: string }, ac
     const row = res.rows[0];
     if (!row) throw new ApiError(409, 'conflict', `name: a user named ${name} already exists (revoke it first to issue a new token)`, { field: 'name' });
     await writeAudit(client, { action: 'user.add', actor, targetType: 'user', targetId: name, details: row.reissued ? { role, reissued: true } : { role } });
-    return { name, role, token };
+    // A reissue replaces the token and maybe the role: nothing cached of the user may outlive it.
+    if (row.reissued) await announceTokenChange(client, name);
+    return { name, role, token, reissued: row.reissued };
   });
+  if (added.reissued) forgetUser(name);
+  return { name: added.name, role: added.role, token: added.token };
 }
 
 export async function listUsers(db: Queryable): Promise<UserView[]> {
@@ -63,12 +68,21 @@ export async function listUsers(db: Queryable): Promise<UserView[]> {
 }
 
 /**
- * Revoke at once: authenticate reads the database on every request (no cache), so the next request
- * with this user's token is a 401. Revoking an already revoked user changes nothing.
+ * Tell every serving process, at commit, to forget the user's cached tokens (src/admin/token-cache.ts):
+ * the channel is the schema's (src/db/sql.ts `channels`), read here from the connection's search_path.
+ */
+async function announceTokenChange(client: Queryable, name: string): Promise<void> {
+  await client.query(`select pg_notify(current_schema() || '.acw_users', $1)`, [name]);
+}
+
+/**
+ * Revoke at once: this process's token caches forget the user at commit, every other serving
+ * process on the NOTIFY, so the next request with the token is a 401 (within the cache's 1 s TTL
+ * should a NOTIFY be lost). Revoking an already revoked user changes nothing.
  */
 export async function revokeUser(db: pg.Pool, name: string, actor: string): Promise<UserView> {
   const n = requireName(name);
-  return withTransaction(db, async (client) => {
+  const view = await withTransaction(db, async (client) => {
     const cur = await client.query<{ role: Role; created_at: Date; revoked_at: Date | null }>(
       `select role, created_at, revoked_at from users where name = $1 for update`,
       [n],
@@ -80,20 +94,28 @@ export async function revokeUser(db: pg.Pool, name: string, actor: string): Prom
       const upd = await client.query<{ revoked_at: Date }>(`update users set revoked_at = now() where name = $1 returning revoked_at`, [n]);
       revokedAt = upd.rows[0]!.revoked_at;
       await writeAudit(client, { action: 'user.revoke', actor, targetType: 'user', targetId: n, details: { role: row.role } });
+      await announceTokenChange(client, n);
     }
     return { name: n, role: row.role, created_at: row.created_at.toISOString(), revoked_at: revokedAt.toISOString() };
   });
+  forgetUser(n);
+  return view;
 }
 
 /** The principal a bearer token belongs to, or null (unknown, empty, malformed or revoked). */
 export async function authenticate(db: Queryable, token: string): Promise<Principal | null> {
   // Our tokens are ~48 characters; anything far longer is no token of ours and is not worth hashing.
   if (typeof token !== 'string' || token.length === 0 || token.length > 512) return null;
-  const hash = hashToken(token);
-  const res = await db.query<{ id: string; name: string; role: Role; token_hash: string }>(
-    `select id, name, role, token_hash from users where token_hash = $1 and revoked_at is null`,
-    [hash],
-  );
+  return principalOfTokenHash(db, hashToken(token));
+}
+
+/** The user holding a token whose SHA-256 (hex) is `hash`, unless revoked. */
+export async function principalOfTokenHash(db: Queryable, hash: string): Promise<Principal | null> {
+  const res = await db.query<{ id: string; name: string; role: Role; token_hash: string }>({
+    name: 'acw_authenticate',
+    text: `select id, name, role, token_hash from users where token_hash = $1 and revoked_at is null`,
+    values: [hash],
+  });
   const row = res.rows[0];
   if (!row) return null;
   // The index lookup found it; the constant-time compare keeps the final check free of timing leaks.

@@ -8,6 +8,7 @@ export function quoteLiteral(value: string): string {
 }
 
 /** NOTIFY channels are per schema, so two installations sharing a database never wake each other. */
-export function channels(schema: string): { jobs: string; events: string; alerts: string } {
-  return { jobs: `${schema}.acw_jobs`, events: `${schema}.acw_events`, alerts: `${schema}.acw_alerts` };
+export function channels(schema: string): { jobs: string; events: string; alerts: string; users: string } {
+  // users: a revoked or reissued user's name, so every process forgets its cached tokens (src/admin/users.ts).
+  return { jobs: `${schema}.acw_jobs`, events: `${schema}.acw_events`, alerts: `${schema}.acw_alerts`, users: `${schema}.acw_users` };
 }

@@ -1,13 +1,13 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { authenticate, type Principal } from '../admin/users.js';
+import type { Principal } from '../admin/users.js';
 import type { Role } from '../config/index.js';
-import type pg from 'pg';
 import { ApiError } from '../errors.js';
 
 /**
  * Bearer-token auth (roles: admin, viewer, service). Each route names the roles that may call it in its `config.roles`
- * (`'any'`: every authenticated user); routes without it (health, metrics) are public. The token
- * is looked up on every request, so a revoked user is refused at once.
+ * (`'any'`: every authenticated user); routes without it (health, metrics) are public. A known
+ * token is served from the process's cache (src/admin/token-cache.ts: 1 s at most, a revoke evicts
+ * it through NOTIFY), so the hot path reads no `users` row.
  */
 declare module 'fastify' {
   interface FastifyRequest {
@@ -33,13 +33,13 @@ function bearer(header: string | undefined): string {
   return m[1];
 }
 
-export function installAuth(app: FastifyInstance, pool: pg.Pool): void {
+export function installAuth(app: FastifyInstance, tokens: { authenticate(token: string): Promise<Principal | null> }): void {
   app.decorateRequest('principal', null);
   // onRequest: refused before the body is read, so an unauthenticated client cannot make us parse megabytes.
   app.addHook('onRequest', async (req: FastifyRequest) => {
     const roles = req.routeOptions.config.roles;
     if (roles === undefined) return;
-    const principal = await authenticate(pool, bearer(req.headers.authorization));
+    const principal = await tokens.authenticate(bearer(req.headers.authorization));
     if (!principal) throw unauthorized('authorization: unknown or revoked token');
     if (roles !== 'any' && !roles.includes(principal.role)) {
       throw new ApiError(403, 'forbidden', `role ${principal.role} may not ${req.method} ${req.routeOptions.url ?? ''}`, {

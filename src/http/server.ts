@@ -70,7 +70,8 @@ export async function createHttpServer(svc: Service, opts: HttpServerOptions): P
   const streams = new OpenStreams();
   // Open event streams would hold close() forever: they end first, then in-flight requests get their grace.
   installGracefulClose(app, { before: () => streams.closeAll(), graceMs: CLOSE_GRACE_MS });
-  installAuth(app, svc.db.pool);
+  // Asked for on the first authenticated request: a worker's health-only server opens no LISTEN for it.
+  installAuth(app, { authenticate: (token) => svc.tokenCache().authenticate(token) });
   healthRoutes(app, svc);
   if (opts.mode === 'serve') {
     const hub = new AlertHub({ url: svc.db.url, channel: svc.channels.alerts, log: svc.log });

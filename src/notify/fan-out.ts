@@ -49,6 +49,26 @@ export interface FanOutOptions {
   skipExisting?: boolean;
 }
 
+/** What the fan-out of one event will write: its answer and the endpoints that get a job. */
+export interface FanOutPlan {
+  result: FanOutResult;
+  endpoints: readonly string[];
+}
+
+/**
+ * The fan-out's answers before anything is written, under the whitelist in force now (read once
+ * for all the events given to it): the HTTP notify stores each answer with its event.
+ */
+export function fanOutPlanner(ctx: FanOutContext): (ev: { id: string; topic: string }) => FanOutPlan {
+  const enabled = ctx.webhooksEnabled();
+  const endpoints = enabled ? ctx.endpoints().filter((e) => e.enabled) : [];
+  return (ev) => {
+    const matching = endpoints.filter((e) => topicMatches(e.topics, ev.topic)).map((e) => e.name);
+    if (matching.length > 0) return { result: { event_id: ev.id, job_ids: matching.map((name) => webhookJobId(ev.id, name)) }, endpoints: matching };
+    return { result: { event_id: ev.id, job_ids: [], skipped: enabled ? 'no_matching_endpoint' : 'webhooks_disabled' }, endpoints: [] };
+  };
+}
+
 /**
  * Fan events out, inside the caller's transaction: one in-app notification per recipient and one
  * `webhook.deliver` job per enabled endpoint whose whitelist matches, then mark them dispatched.
@@ -60,25 +80,34 @@ export async function fanOut(
   opts: FanOutOptions = {},
 ): Promise<FanOutResult[]> {
   if (events.length === 0) return [];
-  const enabled = ctx.webhooksEnabled();
-  const endpoints = enabled ? ctx.endpoints().filter((e) => e.enabled) : [];
+  const plan = fanOutPlanner(ctx);
+  return writeFanOut(client, events, events.map(plan), ctx, opts);
+}
+
+/** Write what `plans` (from fanOutPlanner, one per event) say; their results are the answers. */
+export async function writeFanOut(
+  client: pg.ClientBase,
+  events: readonly EventRow[],
+  plans: readonly FanOutPlan[],
+  ctx: FanOutContext,
+  opts: FanOutOptions = {},
+): Promise<FanOutResult[]> {
+  if (events.length === 0) return [];
   const jobs: NewJob[] = [];
-  const results: FanOutResult[] = events.map((ev) => {
-    const matching = endpoints.filter((e) => topicMatches(e.topics, ev.topic));
-    if (matching.length > 0) {
+  const results = events.map((ev, i) => {
+    const { result, endpoints } = plans[i]!;
+    if (endpoints.length > 0) {
       const payload: DeliverPayload = {
         topic: ev.topic,
         body: buildBody({ id: ev.id, topic: ev.topic, occurredAt: ev.created_at, data: ev.data }),
       };
-      const jobIds = matching.map((e) => webhookJobId(ev.id, e.name));
-      matching.forEach((e, k) =>
-        jobs.push({ id: jobIds[k], type: WEBHOOK_JOB, payload, maxAttempts: ctx.maxAttempts, eventId: ev.id, endpoint: e.name }),
+      endpoints.forEach((name, k) =>
+        jobs.push({ id: result.job_ids[k], type: WEBHOOK_JOB, payload, maxAttempts: ctx.maxAttempts, eventId: ev.id, endpoint: name }),
       );
-      return { event_id: ev.id, job_ids: jobIds };
+    } else {
+      ctx.log.info({ event: 'webhook.skipped', event_id: ev.id, topic: ev.topic, reason: result.skipped }, 'no webhook job for this event');
     }
-    const skipped = enabled ? 'no_matching_endpoint' : 'webhooks_disabled';
-    ctx.log.info({ event: 'webhook.skipped', event_id: ev.id, topic: ev.topic, reason: skipped }, 'no webhook job for this event');
-    return { event_id: ev.id, job_ids: [], skipped };
+    return result;
   });
   const inserted = await insertJobs(client, jobs, ctx.jobsChannel, opts.handover?.hold(jobs), { skipExisting: opts.skipExisting === true });
   opts.handover?.inserted(inserted.held);

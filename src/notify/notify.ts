@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { ApiError } from '../errors.js';
 import { handoverTransaction, type Handover } from '../queue/handover.js';
-import { fanOut, type FanOutContext, type FanOutResult, type EventRow } from './fan-out.js';
+import { fanOutPlanner, writeFanOut, type FanOutContext, type FanOutResult, type EventRow } from './fan-out.js';
 import { canonicalJson } from './canonical-json.js';
 import type { NotifyInput } from './input.js';
 
@@ -18,55 +18,137 @@ function requestHash(input: NotifyInput): string {
     .digest('hex');
 }
 
-async function notifyOne(
+/** Bytewise, as PostgreSQL's `collate "C"` orders; keyless events last. */
+function keyOrder(a: string | undefined, b: string | undefined): number {
+  if (a === b) return 0;
+  if (a === undefined) return 1;
+  if (b === undefined) return -1;
+  return a < b ? -1 : 1;
+}
+
+/** "(and 3 more)" after the first of several problems, as input validation words it. */
+const more = (n: number): string => (n > 1 ? ` (and ${n - 1} more)` : '');
+
+/**
+ * Write events at once, dispatched, in a fixed number of statements whatever their number: the
+ * recipients check (when any are named), one insert of the events with their answers, one lookup
+ * when some keys were taken, the jobs and the in-app notifications. Ids are made here, so each
+ * answer is known before the insert and goes in with its event. In a `batch`, field names are
+ * prefixed with the event's place (`events[3].recipients`). Throws an ApiError, having written
+ * nothing that the caller's rollback does not undo, on an unknown recipient or a key used with a
+ * different request.
+ */
+async function notifyEvents(
   client: pg.ClientBase,
-  input: NotifyInput,
+  inputs: readonly NotifyInput[],
   principal: string,
   ctx: FanOutContext,
-  path: string,
+  batch: boolean,
   handover: Handover,
-): Promise<NotifyAnswer> {
-  const recipients = input.recipients ?? [];
-  if (recipients.length > 0) {
-    const res = await client.query<{ name: string }>(
-      `select n as name from unnest($1::text[]) n where not exists (select 1 from users u where u.name = n and u.revoked_at is null)`,
-      [recipients],
-    );
-    if (res.rows.length > 0) {
-      const names = res.rows.map((r) => r.name);
-      throw new ApiError(400, 'unknown_recipients', `${path}recipients: no such user: ${names.join(', ')}`, {
-        field: `${path}recipients`,
-        names,
+): Promise<NotifyAnswer[]> {
+  const path = (i: number): string => (batch ? `events[${i}].` : '');
+  const named = inputs.flatMap((input, i) => (input.recipients ?? []).map((name) => ({ i, name })));
+  if (named.length > 0) {
+    const res = await client.query<{ i: number; names: string[] }>({
+      name: 'acw_notify_unknown_recipients',
+      text: `select t.i, array_agg(t.name order by t.k) as names
+        from unnest($1::int[], $2::text[]) with ordinality as t(i, name, k)
+        where not exists (select 1 from users u where u.name = t.name and u.revoked_at is null)
+        group by t.i order by t.i`,
+      values: [named.map((n) => n.i), named.map((n) => n.name)],
+    });
+    const first = res.rows[0];
+    if (first) {
+      const field = `${path(first.i)}recipients`;
+      throw new ApiError(400, 'unknown_recipients', `${field}: no such user: ${first.names.join(', ')}${more(res.rows.length)}`, {
+        field,
+        names: first.names,
       });
     }
   }
-  const hash = requestHash(input);
-  const ins = await client.query<{ id: string; created_at: Date }>(
-    `insert into events (topic, data, recipients, principal, idempotency_key, request_hash)
-     values ($1, $2::jsonb, $3, $4, $5, $6)
-     on conflict (principal, idempotency_key) do nothing
-     returning id, created_at`,
-    [input.topic, JSON.stringify(input.data), recipients, principal, input.idempotency_key ?? null, hash],
-  );
-  const row = ins.rows[0];
-  if (!row) {
-    // The key was used before (a concurrent first use waited for us on the unique index).
-    const prev = await client.query<{ request_hash: string | null; response: FanOutResult | null }>(
-      `select request_hash, response from events where principal = $1 and idempotency_key = $2`,
-      [principal, input.idempotency_key],
-    );
-    const p = prev.rows[0];
-    if (!p || p.request_hash !== hash || !p.response) {
-      throw new ApiError(409, 'idempotency_conflict', `${path}idempotency_key: already used with a different request`, {
-        field: `${path}idempotency_key`,
+
+  const plan = fanOutPlanner(ctx);
+  const items = inputs.map((input, i) => {
+    const p = plan({ id: randomUUID(), topic: input.topic });
+    return { i, input, hash: requestHash(input), ...p };
+  });
+  // Rows go in key order (keyless last): two requests sharing keys take their locks in the same
+  // order and cannot deadlock. The sort is stable, so of a key given twice the first is written and
+  // the later one meets it as a replay or a conflict, as if it came in a later request.
+  const order = items.toSorted((a, b) => keyOrder(a.input.idempotency_key, b.input.idempotency_key));
+  const ins = await client.query<{ id: string; created_at: Date }>({
+    name: 'acw_notify_insert',
+    text: `insert into events (id, topic, data, recipients, principal, idempotency_key, request_hash, response, dispatched_at)
+      select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, t.request_hash, t.response, now()
+      from rows from (jsonb_to_recordset($1::jsonb)
+          as (id uuid, topic text, data jsonb, recipients text[], idempotency_key text, request_hash text, response jsonb))
+        with ordinality as t(id, topic, data, recipients, idempotency_key, request_hash, response, n)
+      order by t.n
+      on conflict (principal, idempotency_key) do nothing
+      returning id, created_at`,
+    values: [
+      JSON.stringify(
+        order.map((it) => ({
+          id: it.result.event_id,
+          topic: it.input.topic,
+          data: it.input.data,
+          recipients: it.input.recipients ?? [],
+          idempotency_key: it.input.idempotency_key ?? null,
+          request_hash: it.hash,
+          response: it.result,
+        })),
+      ),
+      principal,
+    ],
+  });
+  const createdAt = new Map(ins.rows.map((r) => [r.id, r.created_at]));
+
+  const answers: NotifyAnswer[] = [];
+  const taken = items.filter((it) => !createdAt.has(it.result.event_id));
+  if (taken.length > 0) {
+    // A separate statement: under read committed it sees the events that hold these keys, committed
+    // by a concurrent request while our insert waited for it, or written by this one.
+    const prev = await client.query<{ idempotency_key: string; request_hash: string | null; response: FanOutResult | null }>({
+      name: 'acw_notify_taken',
+      text: `select idempotency_key, request_hash, response from events where principal = $1 and idempotency_key = any($2::text[])`,
+      values: [principal, taken.map((it) => it.input.idempotency_key)],
+    });
+    const byKey = new Map(prev.rows.map((r) => [r.idempotency_key, r]));
+    const conflicts: string[] = [];
+    for (const it of taken) {
+      const p = byKey.get(it.input.idempotency_key!);
+      if (!p || p.request_hash !== it.hash || !p.response) conflicts.push(`${path(it.i)}idempotency_key`);
+      else answers[it.i] = { status: 200, body: p.response };
+    }
+    if (conflicts.length > 0) {
+      throw new ApiError(409, 'idempotency_conflict', `${conflicts[0]}: already used with a different request${more(conflicts.length)}`, {
+        field: conflicts[0],
+        // A batch names every conflicting event, so a client can tell which keys to change.
+        ...(batch ? { fields: conflicts } : {}),
       });
     }
-    return { status: 200, body: p.response };
   }
-  const ev: EventRow = { id: row.id, topic: input.topic, data: input.data, recipients, created_at: row.created_at };
-  const [result] = await fanOut(client, [ev], ctx, { handover });
-  await client.query(`update events set response = $2::jsonb where id = $1`, [row.id, JSON.stringify(result)]);
-  return { status: 202, body: result! };
+
+  const written = items.filter((it) => createdAt.has(it.result.event_id));
+  const events: EventRow[] = written.map((it) => ({
+    id: it.result.event_id,
+    topic: it.input.topic,
+    data: it.input.data,
+    recipients: it.input.recipients ?? [],
+    created_at: createdAt.get(it.result.event_id)!,
+  }));
+  const results = await writeFanOut(client, events, written, ctx, { handover, marked: true });
+  const gone = written.find((it) => it.result.unknown_recipients !== undefined);
+  if (gone) {
+    // Revoked between our check and the notifications insert: refused as if it had come first.
+    const field = `${path(gone.i)}recipients`;
+    throw new ApiError(400, 'unknown_recipients', `${field}: no such user: ${gone.result.unknown_recipients!.join(', ')}`, {
+      field,
+      names: gone.result.unknown_recipients,
+    });
+  }
+  written.forEach((it, k) => (answers[it.i] = { status: 202, body: results[k]! }));
+  return answers;
 }
 
 /** Deadlock and serialization failures are the database asking for the transaction again. */
@@ -83,7 +165,8 @@ async function retryingTransaction<T>(pool: pg.Pool, ctx: FanOutContext, fn: (cl
 
 /** The service's own notify (HTTP route, CLI): insert and fan out at once, in one transaction. */
 export async function notifyNow(pool: pg.Pool, input: NotifyInput, principal: string, ctx: FanOutContext): Promise<NotifyAnswer> {
-  return retryingTransaction(pool, ctx, (client, h) => notifyOne(client, input, principal, ctx, '', h));
+  const [answer] = await retryingTransaction(pool, ctx, (client, h) => notifyEvents(client, [input], principal, ctx, false, h));
+  return answer!;
 }
 
 /** All or nothing: every event of the batch, or none of them. */
@@ -93,11 +176,5 @@ export async function notifyBatchNow(
   principal: string,
   ctx: FanOutContext,
 ): Promise<NotifyAnswer[]> {
-  // Keys are taken in one order by every batch, so two batches sharing keys cannot deadlock.
-  const order = [...inputs.keys()].toSorted((a, b) => (inputs[a]!.idempotency_key ?? '').localeCompare(inputs[b]!.idempotency_key ?? ''));
-  return retryingTransaction(pool, ctx, async (client, h) => {
-    const byIndex = new Map<number, NotifyAnswer>();
-    for (const i of order) byIndex.set(i, await notifyOne(client, inputs[i]!, principal, ctx, `events[${i}].`, h));
-    return inputs.map((_, i) => byIndex.get(i)!);
-  });
+  return retryingTransaction(pool, ctx, (client, h) => notifyEvents(client, inputs, principal, ctx, true, h));
 }
