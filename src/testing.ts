@@ -85,7 +85,7 @@ export function createTestClient(options: TestClientOptions = {}): TestClient {
   }
 
   /** Validate and answer one event against `kept` (a working copy for batches: all or nothing). */
-  function accept(e: NotifyEvent, path: string, kept: Map<string, KeptAnswer>): NotifyResult {
+  function accept(e: NotifyEvent, path: string, kept: Map<string, KeptAnswer>, conflicts?: string[]): NotifyResult | null {
     const parsed = notifyInput.safeParse({
       topic: e.topic,
       data: e.data,
@@ -107,6 +107,11 @@ export function createTestClient(options: TestClientOptions = {}): TestClient {
     const prev = key === undefined ? undefined : kept.get(key);
     if (prev) {
       if (prev.request !== request) {
+        // In a batch every conflicting event is named, as the server does; the batch is refused after.
+        if (conflicts) {
+          conflicts.push(`${path}idempotency_key`);
+          return null;
+        }
         throw new AcwError(`${path}idempotency_key: already used with a different request`, {
           status: 409,
           code: 'idempotency_conflict',
@@ -155,7 +160,7 @@ export function createTestClient(options: TestClientOptions = {}): TestClient {
       };
       record(e);
       takeFailure(opts.signal);
-      return accept(e, '', keys);
+      return accept(e, '', keys)!;
     },
 
     async notifyBatch(events: readonly NotifyEvent[], opts: { signal?: AbortSignal } = {}): Promise<NotifyResult[]> {
@@ -168,9 +173,18 @@ export function createTestClient(options: TestClientOptions = {}): TestClient {
       const working = new Map(keys);
       const counterBefore = counter;
       try {
-        const results = events.map((e, i) => accept(e, `events[${i}].`, working));
+        const conflicts: string[] = [];
+        const results = events.map((e, i) => accept(e, `events[${i}].`, working, conflicts));
+        if (conflicts.length > 0) {
+          const more = conflicts.length > 1 ? ` (and ${conflicts.length - 1} more)` : '';
+          throw new AcwError(`${conflicts[0]}: already used with a different request${more}`, {
+            status: 409,
+            code: 'idempotency_conflict',
+            details: { field: conflicts[0], fields: conflicts },
+          });
+        }
         keys = working;
-        return results;
+        return results as NotifyResult[];
       } catch (err) {
         counter = counterBefore;
         throw err;

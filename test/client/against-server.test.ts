@@ -80,7 +80,7 @@ describe('createClient against a real service, and createTestClient', () => {
         { event: 0, job_ids: 0, skipped: 'no_matching_endpoint', replayed: true },
       ],
       { status: 409, code: 'idempotency_conflict', details: { field: 'idempotency_key' } },
-      { status: 409, code: 'idempotency_conflict', details: { field: 'events[1].idempotency_key' } },
+      { status: 409, code: 'idempotency_conflict', details: { field: 'events[1].idempotency_key', fields: ['events[1].idempotency_key'] } },
       { event: 5, job_ids: 0, skipped: 'no_matching_endpoint', replayed: false },
     ]);
     expect(await script(createTestClient({ jobsPerEvent: 0 }))).toEqual(real);

@@ -7,7 +7,7 @@ import { TokenCache } from '../../src/admin/token-cache.js';
 import { hashToken, newToken } from '../../src/users.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
-import { call, makeUser, startApi, type Api } from './api.js';
+import { call, makeUser, startApi, type Api } from '../helpers/api.js';
 
 const BIN = fileURLToPath(new URL('../../bin/acw-webhooks.js', import.meta.url));
 const run = promisify(execFile);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { notifyBatchNow } from '../../src/notify/notify.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { startTestService } from '../helpers/service.js';
-import { call, makeUser, rowCounts, startApi, type Api } from '../http/api.js';
+import { call, makeUser, rowCounts, startApi, type Api } from '../helpers/api.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -76,16 +76,20 @@ describe('POST /v1/notify/batch, set-based', () => {
     const res = await post(events);
     expect(res.status).toBe(202);
     expect(res.body.results).toHaveLength(1000);
-    expect(res.body.results).toEqual(events.map((_, i) => (i % 100 === 7 ? first.body.results[(i - 7) / 100] : { event_id: uuid, job_ids: [uuid] })));
+    expect(res.body.results).toEqual(
+      events.map((_, i) => (i % 100 === 7 ? { ...first.body.results[(i - 7) / 100], replayed: true } : { event_id: uuid, job_ids: [uuid], replayed: false })),
+    );
     expect(new Set(res.body.results.map((r: { event_id: string }) => r.event_id)).size).toBe(1000);
     expect([await count('events'), await count('jobs')]).toEqual([1000, 1000]);
     // Each new event is stored dispatched, with the answer given for it.
     const stored = await db.pool.query(`select id, response from events where idempotency_key = 'n-500' and dispatched_at is not null`);
-    expect(stored.rows).toEqual([{ id: res.body.results[500].event_id, response: res.body.results[500] }]);
+    // The stored answer is the first one; `replayed` is added by the route, not stored.
+    const { replayed: _replayed, ...storedAnswer } = res.body.results[500];
+    expect(stored.rows).toEqual([{ id: res.body.results[500].event_id, response: storedAnswer }]);
     // All replays: 200, the first answers.
     const again = await post(events);
     expect(again.status).toBe(200);
-    expect(again.body).toEqual(res.body);
+    expect(again.body).toEqual({ results: res.body.results.map((r: object) => ({ ...r, replayed: true })) });
   });
 
   it('the same batch with 1 conflict is refused whole, naming the key, and writes nothing', async () => {
@@ -116,7 +120,7 @@ describe('POST /v1/notify/batch, set-based', () => {
   it('a key twice in one batch: the later one replays the first, or conflicts with it', async () => {
     const res = await post([ev('d'), ev('e'), ev('d')]);
     expect(res.status).toBe(202);
-    expect(res.body.results[2]).toEqual(res.body.results[0]);
+    expect(res.body.results[2]).toEqual({ ...res.body.results[0], replayed: true });
     expect(await count('events')).toBe(2);
     const bad = await post([ev('f'), ev('f', 2)]);
     expect([bad.status, bad.body.error.details.field]).toEqual([409, 'events[1].idempotency_key']);
@@ -129,7 +133,12 @@ describe('POST /v1/notify/batch, set-based', () => {
     const b = [...shared.toReversed(), ...Array.from({ length: 400 }, (_, i) => ev(`b-${i}`))];
     const [ra, rb] = await Promise.all([post(a), post(b)]);
     expect([ra.status, rb.status]).toEqual([202, 202]);
-    for (let i = 0; i < 100; i++) expect(rb.body.results[99 - i]).toEqual(ra.body.results[400 + i]);
+    for (let i = 0; i < 100; i++) {
+      const [x, y] = [rb.body.results[99 - i], ra.body.results[400 + i]];
+      // The same event in both answers: new in the batch that wrote it, a replay in the other.
+      expect({ ...x, replayed: null }).toEqual({ ...y, replayed: null });
+      expect([x.replayed, y.replayed].toSorted()).toEqual([false, true]);
+    }
     expect([await count('events'), await count('jobs')]).toEqual([900, 900]);
     const dup = await db.pool.query(`select idempotency_key from events group by idempotency_key having count(*) > 1`);
     expect(dup.rows).toEqual([]);
