@@ -14,6 +14,7 @@ import { enqueueJobs, unparkJobs } from './queue/store.js';
 import type { NewJob } from './queue/types.js';
 import { WorkerPool, type JobHandler } from './queue/worker.js';
 import { createDeliverHandler, logAttempt } from './webhook/deliver.js';
+import { AdaptiveLimits } from './webhook/adaptive-limits.js';
 import { deadLetterHook } from './webhook/dead-letter.js';
 import { WEBHOOK_JOB } from './webhook/job.js';
 import { createDeliveryAgent } from './webhook/send.js';
@@ -48,7 +49,8 @@ export class Service {
   outboxPump: OutboxPump | null = null;
   private endpointList: readonly Endpoint[];
   private endpointMap: ReadonlyMap<string, Endpoint>;
-  private endpointCaps: ReadonlyMap<string, number>;
+  /** Each endpoint's in-flight limit in this process: max_in_flight, lowered while it fails. */
+  readonly limits: AdaptiveLimits;
   private readonly agent: Dispatcher;
   private readonly ownsAgent: boolean;
   private stopping: Promise<void> | null = null;
@@ -61,7 +63,7 @@ export class Service {
     this.channels = channels(opts.config.database.schema);
     this.endpointList = resolveEndpoints(opts.config);
     this.endpointMap = new Map(this.endpointList.map((e) => [e.name, e]));
-    this.endpointCaps = new Map(this.endpointList.map((e) => [e.name, e.max_in_flight]));
+    this.limits = new AdaptiveLimits({ endpoints: () => this.endpointMap, log: this.log });
     this.ownsAgent = !opts.httpAgent;
     this.agent = opts.httpAgent ?? createDeliveryAgent();
     const cfg = opts.config;
@@ -161,12 +163,17 @@ export class Service {
         }),
       },
       concurrency: j.workers,
+      deliveries: cfg.notify.webhook.max_in_flight_total,
       leaseMs: j.job_reaper.lease_timeout,
       pollMs: j.poll_interval,
       shutdownGraceMs: j.shutdown_grace,
       retry: j.retry,
       onDead,
-      endpointLimits: () => this.endpointCaps,
+      endpointLimits: () => this.limits.caps(),
+      degraded: (ep) => this.limits.isDegraded(ep),
+      onOutcome: (job, out) => {
+        if (job.endpoint !== null && job.type === WEBHOOK_JOB) this.limits.observe(job.endpoint, out);
+      },
       log,
       onFinished: (f, changed, next) => {
         logAttempt(log, f, changed, next);

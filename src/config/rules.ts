@@ -44,8 +44,14 @@ export function checkWebhook(w: unknown, add: AddIssue): void {
   const hasDefault = (str(w['url']) ?? '') !== '';
   if (hasDefault) checkSecret(w, add, 'required when notify.webhook.url is set');
   const endpoints = Array.isArray(w['endpoints']) ? (w['endpoints'] as unknown[]) : [];
+  // An endpoint's own cap above the whole budget could never be reached: a sign of a mix-up.
+  const total = w['max_in_flight_total'];
+  const overBudget = (v: unknown): boolean => typeof total === 'number' && total >= 1 && total <= 100_000 && typeof v === 'number' && v > total;
+  const budgetMessage = (v: unknown) => `must not exceed notify.webhook.max_in_flight_total (${String(total)}), got ${String(v)}`;
+  if (overBudget(w['max_in_flight'])) add(['max_in_flight'], budgetMessage(w['max_in_flight']));
   const seen = new Map<string, number>();
   endpoints.forEach((ep, i) => {
+    if (isObject(ep) && overBudget(ep['max_in_flight'])) add(['endpoints', i, 'max_in_flight'], budgetMessage(ep['max_in_flight']));
     const name = isObject(ep) ? str(ep['name']) : undefined;
     if (name === undefined) return;
     const first = seen.get(name);

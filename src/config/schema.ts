@@ -49,7 +49,10 @@ const webhook = withRule(
     url: httpUrl({ optional: true }).default('').describe('the endpoint "default"; empty: none'),
     secret: secretText().default('').describe('required (non-empty) when url is set'),
     timeout: duration({ positive: true }).prefault('10s').describe('per-attempt timeout'),
-    max_in_flight: int(1, 10_000).default(16).describe('per endpoint per process: one slow receiver cannot hold every worker'),
+    max_in_flight: int(1, 10_000).default(16).describe('per endpoint per process: one slow receiver cannot hold every delivery'),
+    max_in_flight_total: int(1, 100_000)
+      .default(2000)
+      .describe('webhook deliveries in flight per process, all endpoints together; apart from jobs.workers'),
     topics: topics().default(() => []).describe('whitelist of the default endpoint'),
     scheme: oneOf(SCHEMES).default('acw').describe('signature scheme of the default endpoint'),
     headers: headers().default(() => ({})).describe('extra request headers of the default endpoint'),
@@ -60,7 +63,7 @@ const webhook = withRule(
 
 const jobs = strict({
   enabled: bool().default(true).describe('false: no dispatcher, scheduler or workers'),
-  workers: int(1, 1000).default(32).describe('concurrent jobs per process'),
+  workers: int(1, 1000).default(32).describe('application job handlers in flight per process (webhook deliveries: notify.webhook.max_in_flight_total)'),
   shutdown_grace: duration().prefault('25s').describe('how long running jobs may finish at shutdown'),
   max_attempts: int(1, 100).default(6).describe('tries in total before a job goes dead'),
   poll_interval: duration({ positive: true }).prefault('2s').describe('fallback poll when no NOTIFY arrives'),

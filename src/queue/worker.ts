@@ -9,7 +9,7 @@ import { outcomeDelay, type RetryPolicy } from './backoff.js';
 import { Flusher, type Finished } from './flusher.js';
 import { Heartbeat, type Running } from './heartbeat.js';
 import { releaseJobs } from './outcomes.js';
-import { SlotLedger, slotsUsedUp } from './slots.js';
+import { SlotBudget, slotsUsedUp, type ClaimPlan } from './slots.js';
 import { claimJobs, nextDueIn, pendingEndpoints } from './store.js';
 import type { JobContext, JobHandler, OutcomeHandler } from './handler.js';
 import type { ClaimedJob, DeadHook, JobOutcome } from './types.js';
@@ -24,14 +24,24 @@ export interface WorkerPoolOptions {
   channel: string;
   /** Handlers by job type; more can be added with registerHandler() before start(). */
   handlers: Record<string, JobHandler | OutcomeHandler>;
+  /** Jobs with no endpoint (application handlers) in flight at once: `jobs.workers`. */
   concurrency: number;
+  /**
+   * Webhook deliveries (jobs with an endpoint) in flight at once, a budget apart from
+   * `concurrency` (`notify.webhook.max_in_flight_total`). Absent: they share `concurrency`.
+   */
+  deliveries?: number;
   leaseMs: number;
   pollMs: number;
   shutdownGraceMs: number;
   retry: RetryPolicy;
   onDead?: DeadHook;
-  /** Per-endpoint concurrency caps for this process (max_in_flight), read at every claim. */
+  /** Per-endpoint concurrency caps for this process (max_in_flight, lowered while failing), read at every claim. */
   endpointLimits?: () => ReadonlyMap<string, number>;
+  /** Endpoints whose cap is below their max_in_flight: together they hold at most half the delivery budget. */
+  degraded?: (endpoint: string) => boolean;
+  /** Told each outcome the moment a handler returns, before it is written (the adaptive limits). */
+  onOutcome?: (job: ClaimedJob, outcome: JobOutcome) => void;
   log?: Logger;
   workerId?: string;
   /** Called with every outcome once written, for metrics. */
@@ -71,7 +81,7 @@ export class WorkerPool {
   private readonly running = new Map<string, Running>();
   /** The newest entry per job id. */
   private readonly byJobId = new Map<string, Running>();
-  private readonly slotLedger: SlotLedger;
+  private readonly slots: SlotBudget;
   private readonly flusher: Flusher;
   private listener: Listener | null = null;
   private stopping = false;
@@ -94,7 +104,12 @@ export class WorkerPool {
     this.handlers = { ...opts.handlers };
     this.workerId = opts.workerId ?? makeWorkerId();
     this.log = (opts.log ?? silentLogger).child({ worker: this.workerId });
-    this.slotLedger = new SlotLedger(opts.concurrency, opts.endpointLimits);
+    this.slots = new SlotBudget({
+      workers: opts.concurrency,
+      deliveries: opts.deliveries,
+      caps: opts.endpointLimits,
+      degraded: opts.degraded,
+    });
     this.flusher = new Flusher({
       pool: opts.pool,
       log: this.log,
@@ -127,7 +142,7 @@ export class WorkerPool {
 
   /** A claim is in flight (reserve() hands out no slot meanwhile). */
   get claiming(): boolean {
-    return this.slotLedger.claiming;
+    return this.slots.claiming;
   }
 
   /** Lease length jobs inserted for adopt() must be given. */
@@ -142,12 +157,12 @@ export class WorkerPool {
    */
   reserve(type: string, endpoint: string | null): boolean {
     if (!this.started || this.stopping || !this.handlers[type]) return false;
-    return this.slotLedger.reserve(endpoint, this.running.size);
+    return this.slots.reserve(endpoint);
   }
 
   /** Give back slots reserved for jobs that were not written after all (the transaction rolled back). */
   unreserve(endpoints: ReadonlyArray<string | null>): void {
-    for (const ep of endpoints) this.slotLedger.unreserve(ep);
+    for (const ep of endpoints) this.slots.drop(ep);
     this.wake(true);
   }
 
@@ -157,15 +172,12 @@ export class WorkerPool {
    */
   async adopt(jobs: readonly ClaimedJob[]): Promise<void> {
     if (this.stopping) {
-      for (const j of jobs) this.slotLedger.unreserve(j.endpoint);
+      for (const j of jobs) this.slots.drop(j.endpoint);
       // If this fails too, the reaper hands them back once the lease runs out.
       await releaseJobs(this.opts.pool, jobs.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 }))).catch(() => undefined);
       return;
     }
-    for (const job of jobs) {
-      this.slotLedger.adopted();
-      this.run(job, true);
-    }
+    for (const job of jobs) this.run(job, true);
   }
 
   async start(): Promise<void> {
@@ -200,13 +212,13 @@ export class WorkerPool {
   }
 
   /**
-   * Free slots per endpoint for the next claim: the configured caps, plus (uncapped) endpoints
-   * that have pending jobs but are not configured here, found at most once per poll interval.
+   * What the next claim may take (SlotBudget.beginClaim): the endpoints' caps, plus (uncapped)
+   * endpoints that have pending jobs but are not configured here, found at most once per poll
+   * interval.
    */
-  private async slots(): Promise<Map<string, number> | undefined> {
+  private async planClaim(): Promise<ClaimPlan> {
     const limits = this.opts.endpointLimits?.();
-    if (!limits) return undefined;
-    if (Date.now() - this.discoveredAt >= this.opts.pollMs) {
+    if (limits && Date.now() - this.discoveredAt >= this.opts.pollMs) {
       this.discoveredAt = Date.now();
       try {
         this.unknownEndpoints = (await pendingEndpoints(this.opts.pool)).filter((e) => !limits.has(e));
@@ -214,53 +226,51 @@ export class WorkerPool {
         // Keep the last list; the next claim or poll tries again.
       }
     }
-    return this.slotLedger.claimSlots(this.unknownEndpoints);
+    return this.slots.beginClaim(this.unknownEndpoints);
   }
 
   private async loop(): Promise<void> {
     const onError = new DoublingDelay(100, this.opts.pollMs);
     while (!this.stopping) {
-      const free = this.slotLedger.free(this.running.size);
-      if (free <= 0 || !this.lastClaimFull) {
+      if (!this.slots.hasRoom() || !this.lastClaimFull) {
         await this.waitForWake(this.opts.pollMs);
         continue;
       }
       this.wakeup.clear();
       const gen = this.freshGen;
       let jobs: ClaimedJob[];
-      let slots: Map<string, number> | undefined;
+      let plan: ClaimPlan;
       try {
-        this.slotLedger.beginClaim(free);
-        slots = await this.slots();
+        plan = await this.planClaim();
         jobs = await claimJobs(this.opts.pool, {
           workerId: this.workerId,
-          limit: free,
           leaseMs: this.opts.leaseMs,
           types: Object.keys(this.handlers),
-          slots,
+          plan,
         });
         onError.reset();
       } catch (err) {
-        this.slotLedger.endClaim();
+        this.slots.endClaim();
         this.log.warn({ event: 'job.claim_error', err: coerceError(err).message }, 'claim failed; retrying');
         await this.waitForWake(onError.next());
         continue;
       }
       if (this.stopping) {
         // Claimed while the stop began: hand them straight back, attempt unspent.
+        this.slots.endClaim();
         await releaseJobs(this.opts.pool, jobs.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 }))).catch(
           () => undefined,
         );
         break;
       }
-      this.slotLedger.endClaim();
+      this.slots.endClaim();
       for (const job of jobs) this.run(job);
       // A short claim means the queue is drained for us, unless new work was signalled meanwhile.
-      if (jobs.length < free && this.freshGen === gen) {
+      if (jobs.length < plan.total && this.freshGen === gen) {
         this.lastClaimFull = false;
         // Short because an endpoint used up its slots (not because the queue is empty): its next
         // finished job frees a slot, and that is the moment to claim again.
-        this.slotBound = slotsUsedUp(slots, jobs);
+        this.slotBound = slotsUsedUp(plan.endpoints, jobs);
         // Held back by a cap, the next due job is not what limits us: the next finished job is.
         if (!this.slotBound) {
           try {
@@ -298,7 +308,7 @@ export class WorkerPool {
     if (older) this.heartbeat.lose(older, 'the job was claimed again under a newer lease');
     this.byJobId.set(job.id, entry);
     this.running.set(job.leaseToken, entry);
-    if (job.endpoint !== null && !counted) this.slotLedger.take(job.endpoint);
+    if (!counted) this.slots.take(job.endpoint);
     this.log.debug({ event: 'job.claimed', job_id: job.id, type: job.type, attempt: job.attempts }, 'job claimed');
     const handler = this.handlers[job.type];
     const started = handler
@@ -318,8 +328,14 @@ export class WorkerPool {
     if (this.running.get(job.leaseToken) !== entry) return; // already handed back by a forced shutdown
     this.running.delete(job.leaseToken);
     if (this.byJobId.get(job.id) === entry) this.byJobId.delete(job.id);
+    this.slots.drop(job.endpoint);
+    try {
+      this.opts.onOutcome?.(job, outcome);
+    } catch (err) {
+      // An observer's bug must not cost the outcome: it is written whatever happens here.
+      this.log.error({ event: 'job.observer_error', job_id: job.id, err: coerceError(err).message }, 'outcome observer failed');
+    }
     if (job.endpoint !== null) {
-      this.slotLedger.drop(job.endpoint);
       // A slot came back while the last claim was held back by slots: there may be work for it.
       // Claim once a quarter of the endpoint's cap is free (or 2 ms after the first slot), so a
       // capped endpoint is refilled in batches rather than one claim per finished job.
@@ -343,8 +359,8 @@ export class WorkerPool {
   }
 
   private refillSoon(endpoint: string): void {
-    const cap = this.slotLedger.cap(endpoint);
-    const free = cap === undefined ? Infinity : cap - this.slotLedger.used(endpoint);
+    const cap = this.slots.cap(endpoint);
+    const free = cap === undefined ? Infinity : cap - this.slots.used(endpoint);
     const refill = (): void => {
       if (this.refillTimer) clearTimeout(this.refillTimer);
       this.refillTimer = null;
