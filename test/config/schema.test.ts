@@ -46,6 +46,7 @@ describe('defaults', () => {
           secret: '',
           timeout: 10_000,
           max_in_flight: 16,
+          max_in_flight_total: 2000,
           topics: [],
           scheme: 'acw',
           headers: {},
@@ -168,6 +169,20 @@ describe('cross-field rules', () => {
       'notify.webhook.endpoints[0].name: "default" is reserved for the endpoint given by notify.webhook.url',
     ]);
     expect(parseConfig(webhook({ endpoints: [ep('default')] })).notify.webhook.endpoints[0]?.name).toBe('default');
+  });
+
+  test('the delivery budget is 1 to 100,000, and no endpoint may have a higher max_in_flight than it', () => {
+    expect(parseConfig({}).notify.webhook.max_in_flight_total).toBe(2000);
+    expect(issuesOf(webhook({ max_in_flight_total: 0 }))).toEqual(['notify.webhook.max_in_flight_total: expected an integer from 1 to 100000, got 0']);
+    expect(issuesOf(webhook({ max_in_flight_total: 100_001 }))).toEqual([
+      'notify.webhook.max_in_flight_total: expected an integer from 1 to 100000, got 100001',
+    ]);
+    expect(issuesOf(webhook({ max_in_flight_total: 10, max_in_flight: 8, endpoints: [{ name: 'a', url: 'https://h.example.com', secret: SECRET, max_in_flight: 11 }] }))).toEqual([
+      'notify.webhook.endpoints[0].max_in_flight: must not exceed notify.webhook.max_in_flight_total (10), got 11',
+    ]);
+    expect(issuesOf(webhook({ max_in_flight_total: 10 }))).toEqual([
+      'notify.webhook.max_in_flight: must not exceed notify.webhook.max_in_flight_total (10), got 16',
+    ]);
   });
 
   test('topics must be exact topics, prefix patterns or *', () => {
