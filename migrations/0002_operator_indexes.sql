@@ -1,4 +1,4 @@
--- Indexes for the operator API and CLI (spec §7): listing jobs newest first, filtered by status,
+-- Indexes for the operator API and CLI (GET /v1/jobs, jobs list): listing jobs newest first, filtered by status,
 -- endpoint or event id; endpoint health over recent attempts; replaying dead-letter alerts.
 -- Kept few and narrow: every index on jobs is written on each claim and outcome.
 

@@ -26,8 +26,8 @@ describe('the public entry point', () => {
   it('exports the documented API and none of the queue internals', () => {
     expect(Object.keys(api).toSorted()).toEqual(
       [
-        'ConfigError', 'OutboxError', 'PermanentError', 'Service', 'WorkerPool', 'channels', 'createLogger', 'createPool',
-        'loadConfig', 'migrate', 'notify', 'notifyMany', 'parseConfig',
+        'ConfigError', 'OutboxError', 'PermanentError', 'Scheduler', 'Service', 'WorkerPool', 'channels', 'createLogger', 'createPool',
+        'jobPurge', 'jobReaper', 'loadConfig', 'migrate', 'notify', 'notifyMany', 'parseConfig',
       ].toSorted(),
     );
   });
