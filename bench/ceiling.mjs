@@ -36,8 +36,7 @@ async function http() {
 }
 
 async function pgClaimComplete() {
-  const { claimJobs, enqueueJobs } = await dist('queue/store.js');
-  const { completeJobs } = await dist('queue/outcomes.js');
+  const { claimJobs, completeJobs, enqueueJobs } = await dist('queue/transitions.js');
   const { createPool } = await dist('db/pool.js');
   const pool = createPool({ url: cfg.url, size: cfg.loops + 1, schema: 'public' });
   for (let i = 0; i < cfg.n; i += 1000) {

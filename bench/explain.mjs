@@ -12,8 +12,7 @@ const N = Number(process.env.BENCH_JOBS ?? 50_000);
 const COMPLETED = Number(process.env.BENCH_EXPLAIN_COMPLETED ?? 0);
 const LIMIT = Number(process.env.BENCH_EXPLAIN_LIMIT ?? 64);
 
-const { claimJobs, enqueueJobs } = await dist('queue/store.js');
-const { completeJobs } = await dist('queue/outcomes.js');
+const { claimJobs, completeJobs, enqueueJobs } = await dist('queue/transitions.js');
 const { migrate } = await dist('db/migrate.js');
 const { createPool } = await dist('db/pool.js');
 

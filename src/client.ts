@@ -27,7 +27,7 @@ export interface NotifyResult {
   job_ids: string[];
   /** Why no job was written (`webhooks_disabled`, `no_matching_endpoint`), when none was. */
   skipped?: string;
-  /** True when the server answered 200: the key was used before and this is the first answer again. */
+  /** The server's `replayed`: the key was used before, this is the first answer again, and nothing new was written. */
   replayed: boolean;
 }
 
@@ -126,11 +126,13 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function toResult(v: unknown, replayed: boolean): NotifyResult | null {
+function toResult(v: unknown, status: number): NotifyResult | null {
   if (!isRecord(v) || typeof v.event_id !== 'string' || !Array.isArray(v.job_ids)) return null;
   if (!v.job_ids.every((j): j is string => typeof j === 'string')) return null;
-  // A batch result may say per event whether it was a replay; otherwise the response status does.
-  const r: NotifyResult = { event_id: v.event_id, job_ids: v.job_ids, replayed: typeof v.replayed === 'boolean' ? v.replayed : replayed };
+  // The server says it per answer (per event in a batch). One older than that field said it only
+  // by a 200 for the whole call: taken as is, so a client deployed first still works.
+  const replayed = typeof v.replayed === 'boolean' ? v.replayed : status === 200;
+  const r: NotifyResult = { event_id: v.event_id, job_ids: v.job_ids, replayed };
   if (typeof v.skipped === 'string') r.skipped = v.skipped;
   return r;
 }
@@ -276,7 +278,7 @@ export function createClient(options: ClientOptions): AcwClient {
       const event = { topic, data, ...(opts.recipients !== undefined ? { recipients: opts.recipients } : {}) };
       const body = serialiseEvent(event, key, '');
       const { status, json } = await post('/v1/notify', body, opts.signal);
-      const result = toResult(json, status === 200);
+      const result = toResult(json, status);
       if (!result) throw new AcwError(`POST /v1/notify -> ${status}: unexpected response body`, { status, code: 'bad_response' });
       return result;
     },
@@ -288,7 +290,7 @@ export function createClient(options: ClientOptions): AcwClient {
       const body = `{"events":[${parts.join(',')}]}`;
       const { status, json } = await post('/v1/notify/batch', body, opts.signal);
       const raw = isRecord(json) && Array.isArray(json.results) ? json.results : null;
-      const results = raw?.map((r) => toResult(r, status === 200));
+      const results = raw?.map((r) => toResult(r, status));
       if (!results || results.length !== events.length || results.some((r) => r === null)) {
         throw new AcwError(`POST /v1/notify/batch -> ${status}: unexpected response body`, { status, code: 'bad_response' });
       }

@@ -139,9 +139,9 @@ export class Metrics {
     const o = f.outcome;
     if (o.kind === 'complete') this.completed.inc(labels);
     else if (o.kind === 'release') {
-      // The flusher turns a release of a job parked past its limit into dead; same test here.
-      const parked = f.job.parkedSince;
-      if (o.park && parked && Date.now() - parked.getTime() >= o.park.deadAfterMs) this.dead.inc(labels);
+      // The flusher turns a release of a job whose endpoint was unknown past its limit into dead; same test here.
+      const unknownSince = f.job.endpointUnknownSince;
+      if (o.park && unknownSince && Date.now() - unknownSince.getTime() >= o.park.deadAfterMs) this.dead.inc(labels);
     } else if (nextRunAt) this.retried.inc(labels);
     else this.dead.inc(labels);
   }

@@ -10,7 +10,7 @@ import { OutboxPump } from './notify/outbox-pump.js';
 import { jobPurge } from './runners/purge.js';
 import { jobReaper } from './runners/reaper.js';
 import { Scheduler, type PeriodicRunner } from './runners/scheduler.js';
-import { enqueueJobs, unparkJobs } from './queue/store.js';
+import { enqueueJobs, unparkJobs } from './queue/transitions.js';
 import type { NewJob } from './queue/types.js';
 import { WorkerPool, type JobHandler } from './queue/worker.js';
 import { createDeliverHandler, logAttempt } from './webhook/deliver.js';

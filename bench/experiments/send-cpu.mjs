@@ -67,7 +67,7 @@ if (role === '--receiver') {
     const job = {
       id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`, type: 'webhook.deliver', payload: { body, topic: 'bench.event' },
       attempts: 1, maxAttempts: 6, leaseToken: 't', leaseExpiresAt: Date.now() + 60_000, eventId: '00000000-0000-4000-8000-000000000000',
-      endpoint: 'bench', createdAt: new Date(), parkedSince: null,
+      endpoint: 'bench', createdAt: new Date(), endpointUnknownSince: null,
     };
     const ctl = new AbortController();
     const outcome = await handler(job, { signal: ctl.signal });

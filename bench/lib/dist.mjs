@@ -10,7 +10,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const DIST = process.env.BENCH_DIST ?? pathToFileURL(join(ROOT, 'dist/')).href;
 
-/** import() a module of the build under test, e.g. `await dist('queue/store.js')`. */
+/** import() a module of the build under test, e.g. `await dist('queue/transitions.js')`. */
 export function dist(rel) {
   return import(new URL(rel, DIST).href);
 }

@@ -97,7 +97,7 @@ export async function enqueue(url, { mode, n, batch = 1000 }) {
   await client.connect();
   try {
     if (mode === 'noop') {
-      const { enqueueJobs } = await dist('queue/store.js');
+      const { enqueueJobs } = await dist('queue/transitions.js');
       const { channels } = await dist('db/sql.js');
       const ch = channels('public').jobs;
       const t0 = performance.now();

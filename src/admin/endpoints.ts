@@ -1,7 +1,7 @@
 import { redactUrl, type Endpoint, type Scheme } from '../config/index.js';
 import type { Queryable } from '../db/pool.js';
 import { withTransaction } from '../db/pool.js';
-import { enqueueJobs } from '../queue/store.js';
+import { enqueueJobs } from '../queue/transitions.js';
 import type { Service } from '../service.js';
 import { WEBHOOK_JOB, buildBody, type DeliverPayload } from '../webhook/job.js';
 import { writeAudit } from './audit.js';
@@ -34,6 +34,11 @@ interface StatRow {
   p50: number | null;
   p99: number | null;
   last_attempt_at: Date | null;
+}
+
+/** Attempts are timed in whole ms; an interpolated percentile is shown to 0.1 ms, not as 56.519999999999996. */
+function roundMs(ms: number | null | undefined): number | null {
+  return ms === null || ms === undefined ? null : Math.round(ms * 10) / 10;
 }
 
 export async function endpointHealth(db: Queryable, endpoints: readonly Endpoint[], windowMinutes = 60): Promise<EndpointHealth[]> {
@@ -73,8 +78,8 @@ export async function endpointHealth(db: Queryable, endpoints: readonly Endpoint
       window_minutes: windowMinutes,
       attempts: s?.attempts ?? 0,
       success_rate: s ? s.success_rate : null,
-      p50_duration_ms: s?.p50 ?? null,
-      p99_duration_ms: s?.p99 ?? null,
+      p50_duration_ms: roundMs(s?.p50),
+      p99_duration_ms: roundMs(s?.p99),
       last_error: err?.error ?? null,
       last_error_at: iso(err?.created_at ?? null),
       last_attempt_at: iso(s?.last_attempt_at ?? null),

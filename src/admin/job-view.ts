@@ -1,6 +1,10 @@
+import { JOB_COLUMNS, type JobRow } from '../queue/job-rows.js';
 import type { JobStatus } from '../queue/types.js';
 import { badField } from '../errors.js';
 import { iso } from './params.js';
+
+// The row and its columns live with the statements that return them (queue/job-rows.ts).
+export { JOB_COLUMNS, type JobRow };
 
 /** How operators see a job and its attempts: ISO dates, the topic lifted out of the payload. */
 export const JOB_STATUSES: readonly JobStatus[] = ['pending', 'running', 'completed', 'dead', 'cancelled'];
@@ -42,24 +46,6 @@ export interface JobFilter {
   limit?: number | undefined;
   cursor?: string | undefined;
 }
-
-export interface JobRow {
-  id: string;
-  type: string;
-  status: JobStatus;
-  attempts: number;
-  max_attempts: number;
-  run_at: Date;
-  last_error: string | null;
-  created_at: Date;
-  completed_at: Date | null;
-  topic: string | null;
-  endpoint: string | null;
-  event_id: string | null;
-}
-
-export const JOB_COLUMNS = `id, type, status, attempts, max_attempts, run_at, last_error, created_at, completed_at,
-  payload->>'topic' as topic, endpoint, event_id`;
 
 export function toJobView(r: JobRow): JobView {
   return {

@@ -2,7 +2,7 @@ import type { Queryable } from '../db/pool.js';
 import { JOB_COLUMNS, requireStatus, toJobView, type AttemptView, type JobFilter, type JobRow, type JobView } from './job-view.js';
 import { decodeCursor, encodeCursor, requireLimit, requireText, requireUuid } from './params.js';
 
-/** Operator reads of `jobs` (`GET /v1/jobs`, `jobs list|show`). The writes are in job-actions.ts. */
+/** Operator reads of `jobs` (`GET /v1/jobs`, `jobs list|show`). Writes: job-actions.ts, queue/transitions.ts. */
 export { cancelJob, redriveJobs, retryJob, type RedriveFilter } from './job-actions.js';
 export { JOB_STATUSES, type AttemptView, type JobFilter, type JobView } from './job-view.js';
 

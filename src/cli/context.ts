@@ -1,5 +1,6 @@
 import { ConfigError, loadConfig, type Config } from '../config/index.js';
 import { openDatabase, type Database } from '../db/connect.js';
+import { migrationStatus } from '../db/migrate.js';
 import { createLogger, type Logger } from '../log.js';
 import { ApiError, UsageError } from '../errors.js';
 
@@ -32,9 +33,10 @@ export interface GlobalOptions {
   config?: string;
 }
 
-export function readConfig(opts: GlobalOptions): Config {
+/** `needSecrets: false` for commands that never deliver: they run without the endpoints' secrets (see LoadOptions). */
+export function readConfig(opts: GlobalOptions, load: { needSecrets?: boolean } = {}): Config {
   try {
-    return loadConfig(opts.config ? { path: opts.config } : {});
+    return loadConfig({ ...(opts.config ? { path: opts.config } : {}), ...load });
   } catch (err) {
     if (err instanceof ConfigError) throw new ExitError(EXIT.usage, `configuration error:\n${err.issues.map((i) => `  ${i}`).join('\n')}`);
     throw err;
@@ -52,8 +54,36 @@ export async function withDatabase<T>(config: Config, fn: (db: Database, log: Lo
   const db = await openDatabase(config, log, { poolSize: 4 });
   try {
     return await fn(db, log);
+  } catch (err) {
+    throw (await notMigrated(config, db, err)) ?? err;
   } finally {
     await db.close();
+  }
+}
+
+/**
+ * A missing table (42P01) in a database this version has not migrated: a usual first-run mistake
+ * (or a command pointed at another data_dir), said plainly instead of `relation "jobs" does not exist`.
+ */
+async function notMigrated(config: Config, db: Database, err: unknown): Promise<ExitError | null> {
+  if ((err as { code?: unknown } | null)?.code !== '42P01') return null;
+  const status = await migrationStatus(db.pool, db.schema).catch(() => null);
+  if (!status || status.pending.length === 0) return null;
+  const where = db.embedded ? `the embedded PostgreSQL under ${config.database.data_dir}` : `database ${databaseName(db.url)}`;
+  return new ExitError(
+    EXIT.failure,
+    `${where} is not migrated (schema ${db.schema}: ${status.pending.length} migration(s) pending): ` +
+      'run `acw-webhooks migrate` with the same config, or start `acw-webhooks serve`, which migrates at start',
+  );
+}
+
+/** `name on host:port`, never the user or password of the URL. */
+function databaseName(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${decodeURIComponent(u.pathname.slice(1)) || '(default)'} on ${u.hostname || 'localhost'}:${u.port || '5432'}`;
+  } catch {
+    return '(from database.url)';
   }
 }
 

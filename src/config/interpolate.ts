@@ -9,8 +9,11 @@ export type Env = Readonly<Record<string, string | undefined>>;
 
 const REFERENCE = /^([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?$/s;
 
-/** One string value; `$${` is a literal `${`. Unset variables are issues named by `path`. */
-export function interpolateString(text: string, env: Env, path: KeyPath = []): { value: string; issues: Issue[] } {
+/**
+ * One string value; `$${` is a literal `${`. Unset variables are issues named by `path`, or with
+ * `unsetIsEmpty` read as "" (a secret that the command at hand never uses).
+ */
+export function interpolateString(text: string, env: Env, path: KeyPath = [], unsetIsEmpty = false): { value: string; issues: Issue[] } {
   const issues: Issue[] = [];
   let out = '';
   let i = 0;
@@ -42,7 +45,7 @@ export function interpolateString(text: string, env: Env, path: KeyPath = []): {
     const value = env[name];
     if (fallback !== undefined) out += value === undefined || value === '' ? fallback : value;
     else if (value !== undefined) out += value;
-    else issues.push({ path, message: `environment variable ${name} is not set` });
+    else if (!unsetIsEmpty) issues.push({ path, message: `environment variable ${name} is not set` });
     i = close + 1;
   }
   return { value: out, issues };
@@ -55,13 +58,13 @@ export interface Interpolated {
   readonly failed: KeyPath[];
 }
 
-/** Every string value in a plain tree (mapping keys are left alone). */
-export function interpolateTree(tree: unknown, env: Env): Interpolated {
+/** Every string value in a plain tree (mapping keys are left alone); `unsetIsEmpty` picks the keys where an unset variable reads as "". */
+export function interpolateTree(tree: unknown, env: Env, unsetIsEmpty: (path: KeyPath) => boolean = () => false): Interpolated {
   const issues: Issue[] = [];
   const failed: KeyPath[] = [];
   const walk = (node: unknown, path: PropertyKey[]): unknown => {
     if (typeof node === 'string') {
-      const r = interpolateString(node, env, path);
+      const r = interpolateString(node, env, path, unsetIsEmpty(path));
       if (r.issues.length === 0) return r.value;
       issues.push(...r.issues);
       failed.push(path);

@@ -3,11 +3,11 @@
  * result down: path from the caller (`-c`), else ACW_CONFIG, else ./config.yaml, else defaults.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
-import { ConfigError } from './errors.js';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { ConfigError, isUnder, type KeyPath } from './errors.js';
 import { interpolateTree, parseYaml, type Env } from './interpolate.js';
-import { isObject } from './rules.js';
-import type { Config } from './schema.js';
+import { isObject, missingSecrets } from './rules.js';
+import type { Config, ConfigData } from './schema.js';
 import { sortByInput, validate } from './validate.js';
 
 export { ConfigError } from './errors.js';
@@ -21,6 +21,12 @@ export interface LoadOptions {
   env?: NodeJS.ProcessEnv | Env;
   /** Defaults to `process.cwd()`. */
   cwd?: string;
+  /**
+   * False for commands that never deliver (migrate, notify, jobs, users, alerts): an unset `${VAR}`
+   * in an endpoint secret, a header value or a user token reads as "", and an empty endpoint secret
+   * is no error. Default true: serve, worker and `config check` need every one.
+   */
+  needSecrets?: boolean;
 }
 
 /** The file `loadConfig` reads with these options, or null when the built-in defaults apply. */
@@ -37,7 +43,8 @@ export function configPath(opts: LoadOptions = {}): string | null {
 export function loadConfig(opts: LoadOptions = {}): Config {
   const env = opts.env ?? process.env;
   const file = configPath(opts);
-  if (file === null) return build({}, env);
+  const needSecrets = opts.needSecrets ?? true;
+  if (file === null) return build({}, env, needSecrets);
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -46,7 +53,7 @@ export function loadConfig(opts: LoadOptions = {}): Config {
     const why = code === 'ENOENT' ? 'config file not found' : `cannot read config file (${code ?? String(err)})`;
     throw new ConfigError([`${file}: ${why}`], { file, cause: err });
   }
-  return build(parseYaml(text, file), env, file);
+  return build(parseYaml(text, file), env, needSecrets, file);
 }
 
 /**
@@ -57,13 +64,33 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv | Env = {}): Co
   return build(raw, env);
 }
 
-function build(raw: unknown, env: Env, file?: string): Config {
-  const interpolated = interpolateTree(withDefaultUsers(raw), env);
+function build(raw: unknown, env: Env, needSecrets = true, file?: string): Config {
+  const interpolated = interpolateTree(withDefaultUsers(raw), env, needSecrets ? () => false : isServiceSecret);
   const tree = withDatabaseUrl(withoutNulls(interpolated.value), env);
   const result = validate(tree, interpolated.failed);
-  const issues = [...interpolated.issues, ...(result.ok ? [] : result.issues)];
+  // Without secrets an empty one is no error either: the command never uses it.
+  const missing = needSecrets ? missingSecrets(tree).filter((i) => !interpolated.failed.some((p) => isUnder(i.path, p))) : [];
+  const issues = [...interpolated.issues, ...(result.ok ? [] : result.issues), ...missing];
   if (issues.length > 0 || !result.ok) throw ConfigError.from(sortByInput(issues, tree), file);
-  return deepFreeze(result.value);
+  return deepFreeze(file === undefined ? result.value : withDataDirFrom(result.value, dirname(file)));
+}
+
+/**
+ * A relative `database.data_dir` (the default `.acw` too) is relative to the config file, so every
+ * command using that file finds the same embedded PostgreSQL wherever it is run from.
+ */
+function withDataDirFrom(config: ConfigData, dir: string): ConfigData {
+  const dataDir = config.database.data_dir;
+  return isAbsolute(dataDir) ? config : { ...config, database: { ...config.database, data_dir: resolve(dir, dataDir) } };
+}
+
+/** What only delivering and serving use: endpoint secrets and header values, and the bootstrap users' tokens. */
+function isServiceSecret(path: KeyPath): boolean {
+  const [a, b, c, d, e] = path;
+  if (a === 'server') return path.length === 5 && b === 'auth' && c === 'users' && typeof d === 'number' && e === 'token';
+  if (a !== 'notify' || b !== 'webhook') return false;
+  const rest = c === 'endpoints' && typeof d === 'number' ? path.slice(4) : path.slice(2);
+  return (rest.length === 1 && rest[0] === 'secret') || (rest.length === 2 && rest[0] === 'headers');
 }
 
 /**

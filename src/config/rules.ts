@@ -3,7 +3,7 @@
  * problem is reported at once), hence the defensive reads: a value may not have its parsed type.
  */
 import { formatDuration } from './duration.js';
-import { showSecret } from './errors.js';
+import { showSecret, type Issue } from './errors.js';
 
 export type AddIssue = (path: PropertyKey[], message: string) => void;
 
@@ -23,26 +23,45 @@ export function isStandardSecret(secret: string): boolean {
   return b64 !== undefined && Buffer.from(b64, 'base64').length > 0;
 }
 
-/** The secret checks shared by the top-level endpoint and each `endpoints[]` entry. */
-function checkSecret(ep: Obj, add: AddIssue, missing: string): void {
+/** The form of a secret that is set, for the top-level endpoint and each `endpoints[]` entry (missing ones: missingSecrets). */
+function checkSecret(ep: Obj, add: AddIssue): void {
   const secret = str(ep['secret']);
-  if (secret === undefined) return; // a non-string was already reported by its own schema
-  if (secret === '') add(['secret'], missing);
-  else if (ep['scheme'] === 'standard' && !isStandardSecret(secret)) {
+  if (secret === undefined || secret === '') return; // a non-string was already reported by its own schema
+  if (ep['scheme'] === 'standard' && !isStandardSecret(secret)) {
     add(['secret'], `scheme "standard" needs a secret like "whsec_<base64>", got ${showSecret(secret)}`);
   }
 }
 
 /** One `notify.webhook.endpoints[]` entry. */
 export function checkEndpoint(ep: unknown, add: AddIssue): void {
-  if (isObject(ep)) checkSecret(ep, add, 'required (non-empty) for every endpoint');
+  if (isObject(ep)) checkSecret(ep, add);
+}
+
+const noSecret = (ep: Obj): boolean => ep['secret'] === undefined || ep['secret'] === '';
+
+/**
+ * Endpoints with no secret, on the interpolated tree. Apart from the schema because only the
+ * commands that deliver need them (LoadOptions.needSecrets); the others take the config without.
+ */
+export function missingSecrets(tree: unknown): Issue[] {
+  const notify = isObject(tree) ? tree['notify'] : undefined;
+  const w = isObject(notify) ? notify['webhook'] : undefined;
+  if (!isObject(w)) return [];
+  const out: Issue[] = [];
+  const url = str(w['url']);
+  if (url !== undefined && url !== '' && noSecret(w)) out.push({ path: ['notify', 'webhook', 'secret'], message: 'required when notify.webhook.url is set' });
+  const endpoints = Array.isArray(w['endpoints']) ? (w['endpoints'] as unknown[]) : [];
+  endpoints.forEach((ep, i) => {
+    if (isObject(ep) && noSecret(ep)) out.push({ path: ['notify', 'webhook', 'endpoints', i, 'secret'], message: 'required (non-empty) for every endpoint' });
+  });
+  return out;
 }
 
 /** `notify.webhook`: the top-level `default` endpoint and the names in `endpoints`. */
 export function checkWebhook(w: unknown, add: AddIssue): void {
   if (!isObject(w)) return;
   const hasDefault = (str(w['url']) ?? '') !== '';
-  if (hasDefault) checkSecret(w, add, 'required when notify.webhook.url is set');
+  if (hasDefault) checkSecret(w, add);
   const endpoints = Array.isArray(w['endpoints']) ? (w['endpoints'] as unknown[]) : [];
   // An endpoint's own cap above the whole budget could never be reached: a sign of a mix-up.
   const total = w['max_in_flight_total'];

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { topicMatches, type Endpoint } from '../config/index.js';
 import type { Logger } from '../log.js';
 import type { Handover, JobAdopter } from '../queue/handover.js';
-import { insertJobs } from '../queue/store.js';
+import { insertJobs } from '../queue/transitions.js';
 import type { NewJob } from '../queue/types.js';
 import { WEBHOOK_JOB, buildBody, webhookJobId, type DeliverPayload } from '../webhook/job.js';
 

@@ -4,7 +4,7 @@ import { coerceError } from '../errors.js';
 import { Listener } from '../db/listener.js';
 import type { Logger } from '../log.js';
 import { handoverTransaction } from '../queue/handover.js';
-import { isExistingJob } from '../queue/store.js';
+import { isExistingJob } from '../queue/transitions.js';
 import { fanOut, type FanOutContext, type EventRow } from './fan-out.js';
 
 const BATCH = 200;

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { DoublingDelay } from '../delay.js';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { completeJobs, failJobs, releaseJobs, type FailItem, type ReleaseItem } from './outcomes.js';
+import { completeJobs, failJobs, releaseJobs, type FailItem, type ReleaseItem } from './transitions.js';
 import type { AttemptRecord, ClaimedJob, DeadHook, JobOutcome } from './types.js';
 
 /** A handler's run, waiting to be written. */
@@ -75,8 +75,8 @@ export class Flusher {
       const attempt: AttemptRecord | undefined = o.attempt;
       if (o.kind === 'complete') completes.push(f);
       else if (o.kind === 'release') {
-        const parkedFor = f.job.parkedSince ? Date.now() - f.job.parkedSince.getTime() : 0;
-        if (o.park && f.job.parkedSince && parkedFor >= o.park.deadAfterMs) {
+        const unknownFor = f.job.endpointUnknownSince ? Date.now() - f.job.endpointUnknownSince.getTime() : 0;
+        if (o.park && f.job.endpointUnknownSince && unknownFor >= o.park.deadAfterMs) {
           fails.push([f, { held, error: o.error, dead: true, reason: 'parked', delayMs: 0, attempt }]);
         } else {
           releases.push([f, { held, delayMs: f.delayMs, error: o.error, ...(o.park ? { park: o.park.reason } : {}), attempt }]);

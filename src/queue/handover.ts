@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { withTransaction, type TransactionOptions } from '../db/pool.js';
-import type { HoldOptions } from './store.js';
+import type { HoldOptions } from './transitions.js';
 import type { ClaimedJob, NewJob } from './types.js';
 
 /** What the fan-out needs of a worker pool to hand it jobs directly (WorkerPool implements it). */

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { renewLeases } from './store.js';
+import { renewLeases } from './transitions.js';
 import type { ClaimedJob } from './types.js';
 
 /** A job this process holds: claimed, running or waiting for its outcome to be written. */

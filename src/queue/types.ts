@@ -12,6 +12,7 @@
  * - dead: no more tries; the dead hook runs in the same transaction as that status change.
  *
  * States: pending -> running -> completed | pending (retry, release, reaper) | dead; pending -> cancelled.
+ * Every move is one function of transitions.ts; the diagram is docs/operations.md#job-states.
  */
 
 export type JobStatus = 'pending' | 'running' | 'completed' | 'dead' | 'cancelled';
@@ -40,10 +41,19 @@ export interface ClaimedJob {
   eventId: string | null;
   endpoint: string | null;
   createdAt: Date;
-  /** Since when its endpoint has been unknown (the 24 h rule). */
-  parkedSince: Date | null;
-  /** Since when its turns have found the endpoint unknown or disabled (the growing waits). */
-  skippedSince: Date | null;
+  /** Since when its endpoint has been unknown (column `parked_since`): the 24 h rule to dead. */
+  endpointUnknownSince: Date | null;
+  /**
+   * Since when its turns have found the endpoint unknown or disabled (column `skipped_since`): its
+   * waits grow with it.
+   */
+  skippedTurnsSince: Date | null;
+}
+
+/** The guarded identity of a claimed job: every write after the claim matches both. */
+export interface Held {
+  id: string;
+  leaseToken: string;
 }
 
 /** One HTTP attempt, written to `webhook_attempts` in the same statement as the job's outcome. */
@@ -63,7 +73,7 @@ export type JobOutcome =
   /** Try again after back-off (or retryAfterMs when later), dead once attempts are spent. */
   | { kind: 'retry'; error: string; retryAfterMs?: number; attempt?: AttemptRecord }
   | { kind: 'permanent'; error: string; attempt?: AttemptRecord }
-  /** Back to pending without spending the attempt; dead with `error` once parked longer than deadAfterMs. */
+  /** Back to pending without spending the attempt; dead with `error` once its endpoint has been unknown longer than deadAfterMs. */
   | { kind: 'release'; delayMs: number; error: string; park?: { reason: 'unknown' | 'disabled'; deadAfterMs: number }; attempt?: AttemptRecord };
 
 /** A job row as the dead hook sees it, after the transition. */

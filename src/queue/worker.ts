@@ -6,11 +6,12 @@ import { PermanentError, coerceError } from '../errors.js';
 import { Listener } from '../db/listener.js';
 import { silentLogger, type Logger } from '../log.js';
 import { outcomeDelay, type RetryPolicy } from './backoff.js';
+import { ClaimTimers } from './claim-timers.js';
 import { Flusher, type Finished } from './flusher.js';
 import { Heartbeat, type Running } from './heartbeat.js';
-import { releaseJobs } from './outcomes.js';
 import { SlotBudget, slotsUsedUp, type ClaimPlan } from './slots.js';
-import { claimJobs, nextDueIn, pendingEndpoints } from './store.js';
+import { nextDueIn, pendingEndpoints } from './store.js';
+import { claimJobs, releaseJobs } from './transitions.js';
 import type { JobContext, JobHandler, OutcomeHandler } from './handler.js';
 import type { ClaimedJob, DeadHook, JobOutcome } from './types.js';
 
@@ -90,12 +91,10 @@ export class WorkerPool {
   private lastClaimFull = true;
   /** Counts "new work may exist" signals, so one that lands while a claim runs is not lost. */
   private freshGen = 0;
-  private dueAt = Infinity;
   private unknownEndpoints: string[] = [];
   private slotBound = false;
   private discoveredAt = -Infinity;
-  private dueTimer: NodeJS.Timeout | null = null;
-  private refillTimer: NodeJS.Timeout | null = null;
+  private readonly timers: ClaimTimers;
   private readonly heartbeat: Heartbeat;
   private loopDone: Promise<void> = Promise.resolve();
   private idle: Array<() => void> = [];
@@ -104,6 +103,7 @@ export class WorkerPool {
     this.handlers = { ...opts.handlers };
     this.workerId = opts.workerId ?? makeWorkerId();
     this.log = (opts.log ?? silentLogger).child({ worker: this.workerId });
+    this.timers = new ClaimTimers({ pollMs: opts.pollMs, wake: () => this.wake(true) });
     this.slots = new SlotBudget({
       workers: opts.concurrency,
       deliveries: opts.deliveries,
@@ -116,7 +116,7 @@ export class WorkerPool {
       onDead: opts.onDead,
       onWritten: (f, changed, runAt) => {
         opts.onFinished?.(f, changed, runAt);
-        if (runAt) this.armDueTimer(runAt.getTime() - Date.now());
+        if (runAt) this.timers.due(runAt.getTime() - Date.now());
       },
     });
     this.heartbeat = new Heartbeat({
@@ -275,7 +275,7 @@ export class WorkerPool {
         if (!this.slotBound) {
           try {
             const due = await nextDueIn(this.opts.pool);
-            if (due !== null && due > 0) this.armDueTimer(due);
+            if (due !== null && due > 0) this.timers.due(due);
           } catch {
             // The poll covers it.
           }
@@ -284,19 +284,6 @@ export class WorkerPool {
     }
   }
 
-  /** Wake when the next job falls due; an earlier deadline replaces a later one, never the reverse. */
-  private armDueTimer(ms: number): void {
-    if (this.stopping || ms > this.opts.pollMs) return;
-    const at = Date.now() + Math.max(0, ms) + 5;
-    if (this.dueTimer && at >= this.dueAt) return;
-    if (this.dueTimer) clearTimeout(this.dueTimer);
-    this.dueAt = at;
-    this.dueTimer = setTimeout(() => {
-      this.dueTimer = null;
-      this.dueAt = Infinity;
-      this.wake(true);
-    }, at - Date.now());
-  }
 
   /** Start a held job; `counted` when its endpoint slot was already taken by reserve(). */
   private run(job: ClaimedJob, counted = false): void {
@@ -361,16 +348,13 @@ export class WorkerPool {
   private refillSoon(endpoint: string): void {
     const cap = this.slots.cap(endpoint);
     const free = cap === undefined ? Infinity : cap - this.slots.used(endpoint);
-    const refill = (): void => {
-      if (this.refillTimer) clearTimeout(this.refillTimer);
-      this.refillTimer = null;
+    this.timers.refill(free, cap, () => {
       if (!this.slotBound) return;
       this.slotBound = false;
       this.wake(true);
-    };
-    if (free >= Math.max(1, Math.floor((cap ?? 0) / 4))) refill();
-    else this.refillTimer ??= setTimeout(refill, 2);
+    });
   }
+
 
   /**
    * Stop claiming, let in-flight jobs finish within the grace, then abort the rest (their HTTP
@@ -380,8 +364,7 @@ export class WorkerPool {
     if (this.stopping) return;
     this.stopping = true;
     this.wake();
-    if (this.dueTimer) clearTimeout(this.dueTimer);
-    if (this.refillTimer) clearTimeout(this.refillTimer);
+    this.timers.stop();
     await this.listener?.close();
     await this.loopDone;
     if (this.running.size > 0) {

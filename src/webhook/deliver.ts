@@ -36,12 +36,12 @@ export function createDeliverHandler(opts: DeliverOptions): OutcomeHandler {
       // The first skip of a job is logged at info, the later looks at debug: a paused
       // endpoint's backlog would otherwise log a line per job every few seconds.
       const fields = { event: 'webhook.skipped', job_id: job.id, endpoint: name, reason: ep ? 'endpoint_disabled' : 'endpoint_unknown' };
-      if (job.skippedSince) opts.log.debug(fields, why);
+      if (job.skippedTurnsSince) opts.log.debug(fields, why);
       else opts.log.info(fields, why);
       // Each wait is as long as the job has been skipped so far (from recheckMs up to recheckMaxMs),
       // so the looks thin out: a big backlog is not claimed and released over and over. A process
       // that starts with the endpoint enabled and known makes its skipped jobs due at once.
-      const skippedFor = job.skippedSince ? Math.max(0, Date.now() - job.skippedSince.getTime()) : 0;
+      const skippedFor = job.skippedTurnsSince ? Math.max(0, Date.now() - job.skippedTurnsSince.getTime()) : 0;
       return {
         kind: 'release',
         delayMs: Math.min(Math.max(opts.recheckMs, skippedFor), Math.max(opts.recheckMs, opts.recheckMaxMs)),

@@ -3,7 +3,7 @@ import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
-// `npm run bench` loads acw-webhooks from dist/ by path and name (`await dist('queue/store.js')`),
+// `npm run bench` loads acw-webhooks from dist/ by path and name (`await dist('queue/transitions.js')`),
 // outside the type checker: a module split or a rename breaks it only when someone benchmarks.
 // This reads every such import in bench/ and checks the names against the build npm test just made.
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));

@@ -98,7 +98,12 @@ describe('createClient().notify', () => {
     expect(await client().notify('a.b', 1)).toEqual({ event_id: ACCEPTED.event_id, job_ids: [], skipped: 'no_matching_endpoint', replayed: false });
   });
 
-  it('reports a 200 (the key was used before) as replayed', async () => {
+  it('reports the replayed flag the server sends', async () => {
+    answer(200, { ...ACCEPTED, replayed: true });
+    expect(await client().notify('a.b', 1, { idempotencyKey: 'k1' })).toEqual({ ...ACCEPTED, replayed: true });
+  });
+
+  it('from a server that predates the replayed field, takes a 200 as replayed', async () => {
     answer(200, ACCEPTED);
     expect(await client().notify('a.b', 1, { idempotencyKey: 'k1' })).toEqual({ ...ACCEPTED, replayed: true });
   });

@@ -1,6 +1,6 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, test } from 'vitest';
 import { resolveEndpoints } from '../../src/config/endpoints.js';
@@ -22,6 +22,9 @@ function tempDir(files: Record<string, string> = {}): string {
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
+
+/** The defaults as loaded from a file in `dir`: data_dir is next to the file (see 'a relative data_dir'). */
+const defaultsIn = (dir: string) => parseConfig({ database: { data_dir: join(dir, '.acw') } });
 
 function errorOf(fn: () => unknown): ConfigError {
   try {
@@ -129,12 +132,27 @@ describe('loadConfig', () => {
 
   test('an empty file or one with only comments means the defaults', () => {
     const cwd = tempDir({ 'config.yaml': '# nothing here\n' });
-    expect(loadConfig({ cwd, env: {} })).toEqual(parseConfig({}));
+    expect(loadConfig({ cwd, env: {} })).toEqual(defaultsIn(cwd));
   });
 
   test('empty keys (YAML null) take their defaults', () => {
     const cwd = tempDir({ 'config.yaml': 'jobs:\n  retry:\nnotify:\n  webhook:\n    endpoints:\n    url:\n' });
-    expect(loadConfig({ cwd, env: {} })).toEqual(parseConfig({}));
+    expect(loadConfig({ cwd, env: {} })).toEqual(defaultsIn(cwd));
+  });
+
+  test('a relative data_dir (the default .acw too) is relative to the config file, not to where the command runs', () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'etc'));
+    writeFileSync(join(dir, 'etc', 'given.yaml'), 'database: { data_dir: ../state }\n');
+    writeFileSync(join(dir, 'etc', 'unset.yaml'), 'jobs: { workers: 1 }\n');
+    writeFileSync(join(dir, 'etc', 'absolute.yaml'), 'database: { data_dir: /srv/acw }\n');
+    const elsewhere = tempDir();
+    expect(loadConfig({ cwd: elsewhere, env: {}, path: join(dir, 'etc', 'given.yaml') }).database.data_dir).toBe(join(dir, 'state'));
+    expect(loadConfig({ cwd: elsewhere, env: {}, path: join(dir, 'etc', 'unset.yaml') }).database.data_dir).toBe(join(dir, 'etc', '.acw'));
+    expect(loadConfig({ cwd: dir, env: { ACW_CONFIG: 'etc/unset.yaml' } }).database.data_dir).toBe(join(dir, 'etc', '.acw'));
+    expect(loadConfig({ cwd: elsewhere, env: {}, path: join(dir, 'etc', 'absolute.yaml') }).database.data_dir).toBe('/srv/acw');
+    // No file: relative to the working directory, as the process opens it.
+    expect(loadConfig({ cwd: elsewhere, env: {} }).database.data_dir).toBe('.acw');
   });
 
   test('a non-empty DATABASE_URL overrides database.url; an empty one does not', () => {
@@ -147,10 +165,63 @@ describe('loadConfig', () => {
   });
 });
 
+describe('needSecrets: false (commands that never deliver)', () => {
+  const secrets = [
+    'server:',
+    '  auth:',
+    '    users: [{ name: ci, role: service, token: "${CI_TOKEN}" }]',
+    'notify:',
+    '  webhook:',
+    '    url: http://127.0.0.1:9/hook',
+    '    secret: ${WEBHOOK_SECRET}',
+    '    headers: { Authorization: "Bearer ${HOOK_TOKEN}" }',
+    '    topics: ["a.*"]',
+    '    endpoints:',
+    '      - { name: b, url: "http://127.0.0.1:9/b", secret: "", topics: ["*"], headers: { X-Key: "${B_KEY}" } }',
+    '',
+  ].join('\n');
+
+  test('unset variables in secrets, header values and tokens, and an empty secret, are no error; the rest of the config is whole', () => {
+    const path = join(tempDir({ 'c.yaml': secrets }), 'c.yaml');
+    const config = loadConfig({ path, env: {}, needSecrets: false });
+    expect(resolveEndpoints(config).map((e) => [e.name, e.url, e.secret, e.topics, e.headers])).toEqual([
+      ['default', 'http://127.0.0.1:9/hook', '', ['a.*'], { Authorization: 'Bearer ' }],
+      ['b', 'http://127.0.0.1:9/b', '', ['*'], { 'X-Key': '' }],
+    ]);
+    expect(config.server.auth.users).toEqual([{ name: 'ci', role: 'service', token: '' }]);
+  });
+
+  test('by default (serve, worker, config check) every one of them is an error', () => {
+    const path = join(tempDir({ 'c.yaml': secrets }), 'c.yaml');
+    expect(errorOf(() => loadConfig({ path, env: {} })).issues).toEqual([
+      'server.auth.users[0].token: environment variable CI_TOKEN is not set',
+      'notify.webhook.secret: environment variable WEBHOOK_SECRET is not set',
+      'notify.webhook.headers.Authorization: environment variable HOOK_TOKEN is not set',
+      'notify.webhook.endpoints[0].secret: required (non-empty) for every endpoint',
+      'notify.webhook.endpoints[0].headers.X-Key: environment variable B_KEY is not set',
+    ]);
+  });
+
+  test('still refuses everything else: an unset variable elsewhere, and a secret that is set but malformed', () => {
+    const path = join(
+      tempDir({
+        'c.yaml':
+          'jobs: { workers: "${WORKERS}" }\nnotify:\n  webhook:\n    url: "${HOOK_URL}"\n    endpoints:\n      - { name: s, url: "http://127.0.0.1:9/s", secret: nope, scheme: standard }\n',
+      }),
+      'c.yaml',
+    );
+    expect(errorOf(() => loadConfig({ path, env: {}, needSecrets: false })).issues).toEqual([
+      'jobs.workers: environment variable WORKERS is not set',
+      'notify.webhook.url: environment variable HOOK_URL is not set',
+      'notify.webhook.endpoints[0].secret: scheme "standard" needs a secret like "whsec_<base64>", got a value of 4 characters',
+    ]);
+  });
+});
+
 describe('config.example.yaml', () => {
   test('loads as shipped with an empty environment and equals the defaults apart from the bootstrap user', () => {
     const config = loadConfig({ path: EXAMPLE, env: {} });
-    const defaults = parseConfig({});
+    const defaults = defaultsIn(dirname(EXAMPLE));
     expect(config.server.auth.users).toEqual([{ name: 'ops', role: 'admin', token: '' }]);
     expect({ ...config, server: { ...config.server, auth: defaults.server.auth } }).toEqual(defaults);
   });

@@ -85,7 +85,7 @@ describe('/metrics', () => {
   it('counts a lost lease once', async () => {
     const a = await api({ jobs: { enabled: false } });
     const attempt: AttemptRecord = { attempt: 1, endpoint: 'default', statusCode: null, errorKind: 'timeout', error: 't', durationMs: 5, responseBody: null };
-    const job = { id: 'x', type: 'webhook.deliver', payload: { topic: 'a.b' }, attempts: 1, maxAttempts: 3, leaseToken: 't', leaseExpiresAt: 0, eventId: null, endpoint: 'default', createdAt: new Date(), parkedSince: null, skippedSince: null };
+    const job = { id: 'x', type: 'webhook.deliver', payload: { topic: 'a.b' }, attempts: 1, maxAttempts: 3, leaseToken: 't', leaseExpiresAt: 0, eventId: null, endpoint: 'default', createdAt: new Date(), endpointUnknownSince: null, skippedTurnsSince: null };
     a.svc.metrics.jobFinished({ job, outcome: { kind: 'retry', error: 't', attempt }, delayMs: 0, leaseLost: true }, false, undefined);
     const text = await scrape(a);
     expect(metricValue(text, 'acw_job_lease_lost_total')).toBe(1);

@@ -119,6 +119,17 @@ describe('operator actions', () => {
     expect(await audit('job.retry')).toEqual([{ actor: 'ops', target_type: 'job', target_id: id, details: expect.objectContaining({ from_status: 'dead' }) }]);
   });
 
+  it('retry of a cancelled job sends it after all, audited with the status it came from', async () => {
+    const id = await insertJob(db.pool, { status: 'pending' });
+    expect((await post(`/v1/jobs/${id}/cancel`)).status).toBe(200);
+    const res = await post(`/v1/jobs/${id}/retry`);
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ id, status: 'pending', attempts: 0 });
+    await waitFor(async () => (await jobStatus(id)) === 'completed');
+    expect(rx.requests).toHaveLength(1);
+    expect(await audit('job.retry')).toEqual([{ actor: 'ops', target_type: 'job', target_id: id, details: expect.objectContaining({ from_status: 'cancelled' }) }]);
+  });
+
   it('retry of a pending job is a 409 naming its status; of an unknown job a 404', async () => {
     const id = await insertJob(db.pool, { status: 'pending' });
     const res = await post(`/v1/jobs/${id}/retry`);

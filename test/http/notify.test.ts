@@ -29,6 +29,7 @@ beforeEach(async () => {
 
 const ev = (i: number) => ({ topic: `workspace.e${i}`, data: { i } });
 const notify = (body: unknown, token = svcToken) => call(api.url, 'POST', '/v1/notify', { token, body });
+const batch = (events: unknown[]) => call(api.url, 'POST', '/v1/notify/batch', { token: svcToken, body: { events } });
 /** Wait until no job is pending or running, so row counts hold still for a before/after comparison. */
 const settled = () => waitFor(async () => (await db.pool.query(`select 1 from jobs where status in ('pending', 'running')`)).rows.length === 0);
 
@@ -36,7 +37,7 @@ describe('POST /v1/notify', () => {
   it('accepts with 202, the event id and one job per matching endpoint, and delivers it', async () => {
     const res = await notify({ topic: 'workspace.sync_failed', data: { id: 7 }, recipients: ['alice'] });
     expect(res.status).toBe(202);
-    expect(res.body).toEqual({ event_id: expect.stringMatching(/^[0-9a-f-]{36}$/), job_ids: [expect.stringMatching(/^[0-9a-f-]{36}$/)] });
+    expect(res.body).toEqual({ event_id: expect.stringMatching(/^[0-9a-f-]{36}$/), job_ids: [expect.stringMatching(/^[0-9a-f-]{36}$/)], replayed: false });
     await rx.waitForRequests(1);
     const note = await db.pool.query(`select n.topic, n.data from notifications n join users u on u.id = n.user_id where u.name = 'alice'`);
     expect(note.rows).toEqual([{ topic: 'workspace.sync_failed', data: { id: 7 } }]);
@@ -49,15 +50,16 @@ describe('POST /v1/notify', () => {
     expect((await rowCounts(db.pool)).jobs).toBe(0);
   });
 
-  it('the same key from the same user again is a 200 with the first answer and nothing written', async () => {
+  it('the same key from the same user again is a 200 with the first answer, replayed: true, and nothing written', async () => {
     const body = { topic: 'workspace.sync_failed', data: { n: 1 }, idempotency_key: 'k-1' };
     const first = await notify(body);
     expect(first.status).toBe(202);
+    expect(first.body.replayed).toBe(false);
     await settled();
     const before = await rowCounts(db.pool);
     const again = await notify(body);
     expect(again.status).toBe(200);
-    expect(again.body).toEqual(first.body);
+    expect(again.body).toEqual({ ...first.body, replayed: true });
     expect(await rowCounts(db.pool)).toEqual(before);
   });
 
@@ -102,6 +104,26 @@ describe('POST /v1/notify/batch', () => {
     expect(res.body.results).toHaveLength(3);
     for (const r of res.body.results) expect(r.job_ids).toHaveLength(1);
     await waitFor(async () => (await db.pool.query(`select 1 from jobs where status = 'completed'`)).rows.length === 3);
+  });
+
+  it('says per event whether it replays a key used before: 202 while any is new, 200 when all are replays', async () => {
+    const old = { ...ev(0), idempotency_key: 'b-old' };
+    const first = await notify(old);
+    const mixed = await batch([old, { ...ev(1), idempotency_key: 'b-new' }, ev(2)]);
+    expect(mixed.status).toBe(202);
+    expect(mixed.body.results.map((r: { replayed: boolean }) => r.replayed)).toEqual([true, false, false]);
+    expect(mixed.body.results[0]).toEqual({ ...first.body, replayed: true });
+    const again = await batch([{ ...ev(1), idempotency_key: 'b-new' }, old]);
+    expect(again.status).toBe(200);
+    expect(again.body.results).toEqual([{ ...mixed.body.results[1], replayed: true }, mixed.body.results[0]]);
+  });
+
+  it('the same key twice in one batch: the second is a replay of the first (the test client does the same)', async () => {
+    const e = { ...ev(0), idempotency_key: 'twice' };
+    const res = await call(api.url, 'POST', '/v1/notify/batch', { token: svcToken, body: { events: [e, e] } });
+    expect(res.status).toBe(202);
+    expect(res.body.results[1]).toEqual({ ...res.body.results[0], replayed: true });
+    expect(res.body.results[0].replayed).toBe(false);
   });
 
   it('one bad event: a 400 naming events[3].topic and nothing written', async () => {

@@ -42,8 +42,8 @@ async function runningJobs(n: number, maxAttempts = 3): Promise<ClaimedJob[]> {
     eventId: null,
     endpoint: null,
     createdAt: r.created_at,
-    parkedSince: null,
-    skippedSince: null,
+    endpointUnknownSince: null,
+    skippedTurnsSince: null,
   }));
 }
 
@@ -214,8 +214,8 @@ describe('Flusher', () => {
     const park = { reason: 'unknown' as const, deadAfterMs: 60_000 };
     const dead: DeadJob[] = [];
     const f = new Flusher({ pool: db.pool, log: captureLogs().log, onDead: async (_c, d) => void dead.push(...d) });
-    f.push(finished({ ...old!, parkedSince: new Date(Date.now() - 120_000) }, { kind: 'release', delayMs: 1_000, error: 'unknown endpoint', park }));
-    f.push(finished({ ...recent!, parkedSince: new Date(Date.now() - 1_000) }, { kind: 'release', delayMs: 1_000, error: 'unknown endpoint', park }));
+    f.push(finished({ ...old!, endpointUnknownSince: new Date(Date.now() - 120_000) }, { kind: 'release', delayMs: 1_000, error: 'unknown endpoint', park }));
+    f.push(finished({ ...recent!, endpointUnknownSince: new Date(Date.now() - 1_000) }, { kind: 'release', delayMs: 1_000, error: 'unknown endpoint', park }));
     await f.drain();
     expect(dead.map((d) => [d.id, d.reason])).toEqual([[old!.id, 'parked']]);
     const r = await rows([old!.id, recent!.id]);

@@ -61,8 +61,8 @@ const claimed = (j: NewJob): ClaimedJob => ({
   eventId: null,
   endpoint: j.endpoint ?? null,
   createdAt: new Date(),
-  parkedSince: null,
-  skippedSince: null,
+  endpointUnknownSince: null,
+  skippedTurnsSince: null,
 });
 
 describe('Handover accounting', () => {

@@ -49,8 +49,8 @@ async function runningJobs(n: number): Promise<ClaimedJob[]> {
     eventId: null,
     endpoint: null,
     createdAt: r.created_at,
-    parkedSince: null,
-    skippedSince: null,
+    endpointUnknownSince: null,
+    skippedTurnsSince: null,
   }));
 }
 

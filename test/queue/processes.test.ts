@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { enqueueJobs } from '../../src/queue/store.js';
+import { enqueueJobs } from '../../src/queue/transitions.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
 import { startProc, type Proc } from '../helpers/procs.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { backoffDelay } from '../../src/queue/backoff.js';
-import { completeJobs, failJobs, releaseJobs } from '../../src/queue/outcomes.js';
-import { claimJobs, enqueueJobs, pendingEndpoints, renewLeases } from '../../src/queue/store.js';
+import { pendingEndpoints } from '../../src/queue/store.js';
+import { claimJobs, completeJobs, enqueueJobs, failJobs, releaseJobs, renewLeases } from '../../src/queue/transitions.js';
 import { reapExpiredJobs } from '../../src/runners/reaper.js';
 import type { DeadJob } from '../../src/queue/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { PermanentError } from '../../src/errors.js';
 import { createPool } from '../../src/db/pool.js';
-import { enqueueJobs } from '../../src/queue/store.js';
+import { enqueueJobs } from '../../src/queue/transitions.js';
 import type { DeadJob } from '../../src/queue/types.js';
 import { WorkerPool, type JobHandler, type WorkerPoolOptions } from '../../src/queue/worker.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';

@@ -40,7 +40,7 @@ describe('service', () => {
       runners: [{ name: 'workspace_fetch', intervalMs: 20, cluster: false, run: async () => void ticks++ }],
     });
     try {
-      const { enqueueJobs } = await import('../../src/queue/store.js');
+      const { enqueueJobs } = await import('../../src/queue/transitions.js');
       await enqueueJobs(db.pool, [{ type: 'app.thumbnail', payload: { file: 'a.png' }, maxAttempts: 3 }], svc.channels.jobs);
       await waitFor(() => handled.length === 1 && ticks >= 2);
       expect(handled).toEqual([{ file: 'a.png' }]);

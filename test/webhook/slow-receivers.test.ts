@@ -1,7 +1,7 @@
 // Receivers as users have them: some hang, the rest answer in 100 ms. Default config unless a
 // test says otherwise: jobs.workers 32, max_in_flight 16, max_in_flight_total 2000, timeout 10 s.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { enqueueJobs } from '../../src/queue/store.js';
+import { enqueueJobs } from '../../src/queue/transitions.js';
 import { WEBHOOK_JOB, buildBody, type DeliverPayload } from '../../src/webhook/job.js';
 import { call, makeUser, startApi } from '../http/api.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';

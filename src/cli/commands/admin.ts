@@ -26,7 +26,7 @@ async function admin<T>(
   o: GlobalOptions,
   fn: (ctx: { pool: import('pg').Pool; url: string; jobsChannel: string; alertsChannel: string; log: Logger }) => Promise<T>,
 ): Promise<T> {
-  const config = readConfig(o);
+  const config = readConfig(o, { needSecrets: false }); // none of these delivers
   return withDatabase(config, async (db, log) => {
     const ch = channels(config.database.schema);
     return fn({ pool: db.pool, url: db.url, jobsChannel: ch.jobs, alertsChannel: ch.alerts, log });
@@ -72,7 +72,7 @@ export function registerJobs(program: Command): void {
     });
   jobs
     .command('retry')
-    .description('send a dead or completed job again (a new attempt series)')
+    .description('send a dead, completed or cancelled job again (a new attempt series)')
     .argument('<id>', 'job id')
     .option('-c, --config <file>', 'config file')
     .action(async (id: string, o: GlobalOptions) => {

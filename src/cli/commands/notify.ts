@@ -21,7 +21,8 @@ export function registerNotify(program: Command): void {
     .option('--idempotency-key <key>', 'the same key again answers with the first event and writes nothing')
     .option('-c, --config <file>', 'config file')
     .action(async (topic: string, o: NotifyOptions) => {
-      const config = readConfig(o);
+      // It writes the jobs; the workers that send them sign with their own config's secrets.
+      const config = readConfig(o, { needSecrets: false });
       const text = await readArg(o.data);
       let data: unknown;
       try {
@@ -48,8 +49,7 @@ export function registerNotify(program: Command): void {
           jobsChannel: channels(config.database.schema).jobs,
           log,
         });
-        // The answer as POST /v1/notify gives it, plus whether it is the first answer for an
-        // idempotency key given again (HTTP says so by its 200), as the JS client reports it.
+        // The answer as POST /v1/notify gives it: replayed when an idempotency key given before answers again.
         printJson({ ...ans.body, replayed: ans.status === 200 });
       });
     });

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { parseListen } from '../../config/index.js';
+import { parseListen, type Config } from '../../config/index.js';
 import { createHttpServer, listenHttp } from '../../http/server.js';
 import { createLogger } from '../../log.js';
 import { tuneHeapForService } from '../../runtime.js';
@@ -15,13 +15,8 @@ interface ServeOptions extends GlobalOptions {
  * /healthz /readyz /metrics). Both run until SIGINT/SIGTERM, then shut down gracefully and exit 0.
  */
 async function run(mode: 'serve' | 'worker', o: ServeOptions): Promise<void> {
-  const config = readConfig(o);
-  const listen = o.listen ?? config.server.listen;
-  try {
-    parseListen(listen);
-  } catch (err) {
-    throw new ExitError(EXIT.usage, `--listen: ${(err as Error).message}`);
-  }
+  const config = withListen(readConfig(o), o.listen);
+  const listen = config.server.listen;
   const log = createLogger({ level: config.log.level });
   tuneHeapForService();
   const svc = await Service.start({ config, log });
@@ -45,6 +40,17 @@ async function run(mode: 'serve' | 'worker', o: ServeOptions): Promise<void> {
   await svc.stop();
   log.info({ event: 'service.stopped' }, 'stopped');
   log.flush();
+}
+
+/** `--listen` goes into the config itself, so the effective config logged at start (`service.config`) shows it. */
+function withListen(config: Config, listen: string | undefined): Config {
+  if (listen === undefined) return config;
+  try {
+    parseListen(listen);
+  } catch (err) {
+    throw new ExitError(EXIT.usage, `--listen: ${(err as Error).message}`);
+  }
+  return { ...config, server: { ...config.server, listen } };
 }
 
 export function registerServe(program: Command): void {

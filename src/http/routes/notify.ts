@@ -5,6 +5,11 @@ import type { Service } from '../../service.js';
 import { principalOf, SERVICE } from '../auth.js';
 import { notifyBatchBody, notifyBody, parse } from '../schemas.js';
 
+/** The answer as sent: `replayed` is added here, not stored (the kept answer is the first one, which was no replay). */
+function answer(a: NotifyAnswer): NotifyAnswer['body'] & { replayed: boolean } {
+  return { ...a.body, replayed: a.status === 200 };
+}
+
 /** `POST /v1/notify` and `/v1/notify/batch`: dispatched at once, idempotent per (user, key). */
 export function notifyRoutes(app: FastifyInstance, svc: Service): void {
   const count = (topic: string, a: NotifyAnswer): void => {
@@ -15,7 +20,7 @@ export function notifyRoutes(app: FastifyInstance, svc: Service): void {
     const input = parse(notifyBody, req.body, 'body');
     const ans = await notifyNow(svc.db.pool, input, principalOf(req).name, svc.fanOutContext);
     count(input.topic, ans);
-    return reply.code(ans.status).send(ans.body);
+    return reply.code(ans.status).send(answer(ans));
   });
 
   app.post('/v1/notify/batch', { config: { roles: SERVICE } }, async (req, reply) => {
@@ -24,6 +29,6 @@ export function notifyRoutes(app: FastifyInstance, svc: Service): void {
     answers.forEach((a, i) => count(events[i]!.topic, a));
     // 200 only when every event was a replay of an earlier call: nothing new was accepted.
     const status = answers.every((a) => a.status === 200) ? 200 : 202;
-    return reply.code(status).send({ results: answers.map((a) => a.body) });
+    return reply.code(status).send({ results: answers.map(answer) });
   });
 }

@@ -1,0 +1,173 @@
+import type { ClaimedJob, DeadJob, DeadReason, JobStatus, NewJob } from './types.js';
+
+/**
+ * What the statements of transitions.ts share (SQL fragments, each rule written once), the rows
+ * they return and how those become the queue's types. The statements themselves are in
+ * transitions.ts.
+ */
+
+/** Lease gone: no worker holds the job. */
+export const CLEAR_LEASE = `locked_by = null, lease_token = null, lease_expires_at = null, updated_at = now()`;
+/** A real attempt or an operator's move ends a series of skipped turns (see unparkJobs). */
+export const NOT_SKIPPED = `parked_since = null, skipped_since = null`;
+/** The attempt just taken (or lost with its lease) was the last one: the job goes dead. */
+export const ATTEMPTS_SPENT = `j.attempts >= j.max_attempts`;
+
+/** Claim (and insert as running): one attempt spent, a fresh lease on the database clock. */
+export const SET_RUNNING = `status = 'running', locked_by = $1, lease_token = gen_random_uuid(),
+  lease_expires_at = now() + $2 * interval '1 millisecond', attempts = j.attempts + 1, updated_at = now()`;
+
+/** The columns a claim returns (`RETURNING`), read by `toClaimed`. */
+export interface ClaimRow {
+  id: string;
+  type: string;
+  payload: unknown;
+  attempts: number;
+  max_attempts: number;
+  lease_token: string;
+  /** Epoch milliseconds (float8): cheaper to read than a timestamptz parsed into a Date. */
+  lease_expires_ms: number;
+  event_id: string | null;
+  endpoint: string | null;
+  created_ms: number;
+  parked_since_ms: number | null;
+  skipped_since_ms: number | null;
+  db_now_ms: number;
+}
+
+/** What a claim returns, read by `toClaimed`. */
+export const RETURNING = `j.id, j.type, j.payload, j.attempts, j.max_attempts, j.lease_token,
+  extract(epoch from j.lease_expires_at)::float8 * 1000 as lease_expires_ms,
+  j.event_id, j.endpoint, extract(epoch from j.created_at)::float8 * 1000 as created_ms,
+  extract(epoch from j.parked_since)::float8 * 1000 as parked_since_ms,
+  extract(epoch from j.skipped_since)::float8 * 1000 as skipped_since_ms, extract(epoch from now())::float8 * 1000 as db_now_ms`;
+
+/**
+ * A database-clock instant on this process's clock, through the offset between the two read
+ * together (`dbNowMs` from the same statement, `localNow` when its answer came).
+ */
+export function dbToLocal(dbMs: number, dbNowMs: number, localNow: number): number {
+  return dbMs - (dbNowMs - localNow);
+}
+
+export function toClaimed(r: ClaimRow, localNow: number): ClaimedJob {
+  return {
+    id: r.id,
+    type: r.type,
+    payload: r.payload,
+    attempts: r.attempts,
+    maxAttempts: r.max_attempts,
+    leaseToken: r.lease_token,
+    // The lease is judged on the database clock; carry it over to ours.
+    leaseExpiresAt: dbToLocal(r.lease_expires_ms, r.db_now_ms, localNow),
+    eventId: r.event_id,
+    endpoint: r.endpoint,
+    createdAt: new Date(r.created_ms),
+    endpointUnknownSince: r.parked_since_ms === null ? null : new Date(r.parked_since_ms),
+    skippedTurnsSince: r.skipped_since_ms === null ? null : new Date(r.skipped_since_ms),
+  };
+}
+
+/** The columns an insert returns. */
+export interface InsertRow {
+  id: string;
+  lease_token: string | null;
+  lease_expires_ms: number | null;
+  db_now_ms: number;
+}
+
+/** A job inserted as running (claim on dispatch), as if claimed: attempt 1 spent, lease issued. */
+export function toHeldJob(j: NewJob, r: InsertRow & { lease_token: string; lease_expires_ms: number }, localNow: number): ClaimedJob {
+  return {
+    id: r.id,
+    type: j.type,
+    payload: j.payload,
+    attempts: 1,
+    maxAttempts: j.maxAttempts,
+    leaseToken: r.lease_token,
+    leaseExpiresAt: dbToLocal(r.lease_expires_ms, r.db_now_ms, localNow),
+    eventId: j.eventId ?? null,
+    endpoint: j.endpoint ?? null,
+    createdAt: new Date(r.db_now_ms),
+    endpointUnknownSince: null,
+    skippedTurnsSince: null,
+  };
+}
+
+/** A job row as written back by a transition that may end in dead (fail, reap). */
+export interface TransitionRow {
+  id: string;
+  status: string;
+  type: string;
+  payload: unknown;
+  attempts: number;
+  max_attempts: number;
+  last_error: string | null;
+  event_id: string | null;
+  endpoint: string | null;
+}
+
+export interface ReapedRow extends TransitionRow {
+  status: 'pending' | 'dead';
+  locked_by: string | null;
+}
+
+export function toDead(r: TransitionRow, reason: DeadReason): DeadJob {
+  return {
+    id: r.id,
+    type: r.type,
+    payload: r.payload,
+    attempts: r.attempts,
+    maxAttempts: r.max_attempts,
+    lastError: r.last_error,
+    eventId: r.event_id,
+    endpoint: r.endpoint,
+    reason,
+  };
+}
+
+/** A job as operators see it (`jobs list|show`, `GET /v1/jobs`), and as the operator's moves return it. */
+export interface JobRow {
+  id: string;
+  type: string;
+  status: JobStatus;
+  attempts: number;
+  max_attempts: number;
+  run_at: Date;
+  last_error: string | null;
+  created_at: Date;
+  completed_at: Date | null;
+  topic: string | null;
+  endpoint: string | null;
+  event_id: string | null;
+}
+
+export const JOB_COLUMNS = `id, type, status, attempts, max_attempts, run_at, last_error, created_at, completed_at,
+  payload->>'topic' as topic, endpoint, event_id`;
+
+/** Which dead jobs a redrive takes (values already checked by the caller). */
+export interface RedriveMatch {
+  topic?: string | undefined;
+  endpoint?: string | undefined;
+  /** Only jobs that went dead at or after this instant. */
+  since?: Date | undefined;
+}
+
+/** The where clause of a redrive, for the redrive itself and its dry run. */
+export function redriveWhere(m: RedriveMatch): { where: string; values: unknown[] } {
+  const where = [`status = 'dead'`];
+  const values: unknown[] = [];
+  if (m.topic !== undefined) {
+    values.push(m.topic);
+    where.push(`payload->>'topic' = $${values.length}`);
+  }
+  if (m.endpoint !== undefined) {
+    values.push(m.endpoint);
+    where.push(`endpoint = $${values.length}`);
+  }
+  if (m.since !== undefined) {
+    values.push(m.since);
+    where.push(`updated_at >= $${values.length}`);
+  }
+  return { where: where.join(' and '), values };
+}

@@ -1,0 +1,398 @@
+import type pg from 'pg';
+import { withTransaction, type Queryable } from '../db/pool.js';
+import { attemptArrays } from './attempt-rows.js';
+import { ATTEMPTS_SPENT, CLEAR_LEASE, JOB_COLUMNS, NOT_SKIPPED, RETURNING, SET_RUNNING, redriveWhere } from './job-rows.js';
+import { dbToLocal, toClaimed, toDead, toHeldJob, type ClaimRow, type InsertRow, type TransitionRow } from './job-rows.js';
+import type { JobRow, ReapedRow, RedriveMatch } from './job-rows.js';
+import type { ClaimPlan } from './slots.js';
+import type { AttemptRecord, ClaimedJob, DeadHook, DeadReason, Held, NewJob } from './types.js';
+
+/**
+ * Every change to a job's status, one exported function per transition of the state machine in
+ * docs/operations.md#job-states. This is the only module that writes `jobs` (the purge runner's
+ * delete of old finished jobs aside; test/queue/transitions-home.test.ts holds that), so that a
+ * rule such as "attempts spent -> dead" or "a real attempt clears the skip columns" is written
+ * once, and a new column or transition is one change here. Later transitions (expiry,
+ * force-delete, replay) belong here too.
+ *
+ * After the claim, every write is guarded by id + lease_token + status 'running', so a worker that
+ * lost its lease changes nothing; the attempt rows (attempt-rows.ts) go in the outcome's statement.
+ * Batches go through arrays (`unnest`); the fragments the statements share are in job-rows.ts.
+ * The hot-path statements are prepared (`name`) and were tuned (bench/README.md): change their
+ * text only with a measurement.
+ */
+
+export interface ClaimOptions {
+  workerId: string;
+  leaseMs: number;
+  types?: readonly string[];
+  /** Without a plan: any due job, oldest first, at most this many. */
+  limit?: number;
+  /**
+   * What a worker pool may take (SlotBudget.beginClaim). With per-endpoint slots, only those
+   * endpoints are read (an endpoint at 0 is skipped without reading its backlog), round-robin.
+   */
+  plan?: ClaimPlan;
+}
+
+/**
+ * Any due job of the given types, oldest first, from the `(run_at, id)` index of pending jobs.
+ * The update finds the chosen rows through `= any(array(...))` so that even a generic plan of the
+ * prepared statement reaches them by primary key instead of joining against a scan of `jobs`.
+ */
+const CLAIM_SQL = `with due as (
+    select id from jobs
+    where status = 'pending' and run_at <= now() and ($4::text[] is null or type = any($4::text[]))
+    order by run_at, id limit $3 for update skip locked)
+  update jobs j set ${SET_RUNNING} where j.id = any(array(select id from due)) returning ${RETURNING}`;
+
+/**
+ * Per-endpoint slots, fair: each endpoint with free slots is read from its own range of the
+ * `(endpoint, run_at, id)` index, at most its free slots, so a capped endpoint's backlog is never
+ * walked; candidates are then taken round-robin (every endpoint's oldest first, then every
+ * endpoint's second...), so a stuck endpoint's old backlog cannot go ahead of a healthy endpoint's
+ * new jobs. Deliveries are bounded by $3, jobs without an endpoint (from their own partial index)
+ * by $7, both together by $8. Candidates not chosen are unlocked when the statement ends.
+ */
+const CLAIM_FAIR_SQL = `with eps as (select ep, n from unnest($5::text[], $6::int[]) s(ep, n) where n > 0),
+  by_endpoint as (
+    select d.id, d.run_at, row_number() over (partition by eps.ep order by d.run_at, d.id) as rn from eps cross join lateral (
+      select id, run_at from jobs
+      where status = 'pending' and endpoint = eps.ep and run_at <= now() and ($4::text[] is null or type = any($4::text[]))
+      order by run_at, id limit least(eps.n, $3) for update skip locked) d),
+  fair as (select id, run_at, rn from by_endpoint order by rn, run_at, id limit $3),
+  unkeyed as (
+    select u.id, u.run_at, row_number() over (order by u.run_at, u.id) as rn from (
+      select id, run_at from jobs
+      where $7::int > 0 and status = 'pending' and endpoint is null and run_at <= now() and ($4::text[] is null or type = any($4::text[]))
+      order by run_at, id limit $7 for update skip locked) u),
+  chosen as (select id from (select * from fair union all select * from unkeyed) c order by rn, run_at, id limit $8)
+  update jobs j set ${SET_RUNNING} where j.id = any(array(select id from chosen)) returning ${RETURNING}`;
+
+/** Claim: pending -> running, one attempt spent, a fresh lease on the database clock. */
+export async function claimJobs(db: Queryable, opts: ClaimOptions): Promise<ClaimedJob[]> {
+  const plan = opts.plan;
+  const slots = plan?.endpoints;
+  const res =
+    plan && slots
+      ? await db.query<ClaimRow>({
+          name: 'acw_claim_fair',
+          text: CLAIM_FAIR_SQL,
+          values: [opts.workerId, opts.leaseMs, plan.deliveries, opts.types ?? null, [...slots.keys()], [...slots.values()], plan.workers, plan.total],
+        })
+      : await db.query<ClaimRow>({
+          name: 'acw_claim',
+          text: CLAIM_SQL,
+          values: [opts.workerId, opts.leaseMs, plan ? plan.total : (opts.limit ?? 1), opts.types ?? null],
+        });
+  const localNow = Date.now();
+  return res.rows.map((r) => toClaimed(r, localNow));
+}
+
+/** Jobs inserted already claimed by this process (claim on dispatch): its worker id and lease length. */
+export interface HoldOptions {
+  workerId: string;
+  leaseMs: number;
+  /** Ids (set on the NewJob) of the jobs to insert as `running`; the rest go in as `pending`. */
+  ids: ReadonlySet<string>;
+}
+
+export interface InsertedJobs {
+  ids: string[];
+  /** The jobs inserted as `running` under `hold`, as if claimed: attempt 1 spent, lease issued. */
+  held: ClaimedJob[];
+}
+
+/**
+ * Insert many jobs in one statement, with one constant-payload NOTIFY for the lot (delivered at
+ * commit). Delayed jobs notify too, so idle workers learn when to set their timer.
+ */
+export async function enqueueJobs(db: Queryable, jobs: readonly NewJob[], channel: string): Promise<string[]> {
+  return (await insertJobs(db, jobs, channel)).ids;
+}
+
+/**
+ * Insert: -> pending, or -> running for the jobs named in `hold` (insert as running: claim on
+ * dispatch), with a fresh lease for `hold.workerId` (one attempt spent, as a claim would): the
+ * caller hands them to its worker pool after commit, which saves a claim and a NOTIFY hop per job. Should the process die first, the
+ * reaper hands them back when the lease runs out, as after any claim. The NOTIFY goes out only
+ * when a job is pending. Leases run from the insert itself (clock_timestamp), not from the start
+ * of a transaction that may have run for a while.
+ *
+ * With `skipExisting`, a job whose id exists already is left as it is and not returned (a webhook
+ * job's id is fixed by its event and endpoint, and an event dispatched again must not fail its
+ * batch). Without it such a job fails the statement (unique violation on jobs_pkey, see
+ * isExistingJob): the check costs a speculative insertion per row, so the hot path goes without it
+ * and retries with it.
+ */
+export async function insertJobs(
+  db: Queryable,
+  jobs: readonly NewJob[],
+  channel: string,
+  hold?: HoldOptions,
+  opts: { skipExisting?: boolean } = {},
+): Promise<InsertedJobs> {
+  if (jobs.length === 0) return { ids: [], held: [] };
+  const heldFlags = jobs.map((j) => hold !== undefined && j.id !== undefined && !j.delayMs && hold.ids.has(j.id));
+  const res = await db.query<InsertRow>({
+    name: opts.skipExisting ? 'acw_enqueue_skip' : 'acw_enqueue',
+    text: `with ins as (
+      insert into jobs (id, type, payload, max_attempts, run_at, event_id, endpoint, status, attempts, locked_by, lease_token, lease_expires_at)
+      select coalesce(t.id, gen_random_uuid()), t.type, t.payload, t.max_attempts,
+        now() + t.delay * interval '1 millisecond', t.event_id, t.endpoint,
+        case when t.held then 'running' else 'pending' end, case when t.held then 1 else 0 end,
+        case when t.held then $10 end, case when t.held then gen_random_uuid() end,
+        case when t.held then clock_timestamp() + $11 * interval '1 millisecond' end
+      from unnest($8::uuid[], $1::text[], $2::jsonb[], $3::int[], $4::int[], $5::uuid[], $6::text[], $9::boolean[])
+        as t(id, type, payload, max_attempts, delay, event_id, endpoint, held)
+      ${opts.skipExisting ? 'on conflict (id) do nothing' : ''}
+      returning id, lease_token, extract(epoch from lease_expires_at)::float8 * 1000 as lease_expires_ms)
+    select ins.*, extract(epoch from clock_timestamp())::float8 * 1000 as db_now_ms
+    from ins, (select case when bool_or(not h) then pg_notify($7, '') end from unnest($9::boolean[]) h) n`,
+    values: [
+      jobs.map((j) => j.type),
+      jobs.map((j) => JSON.stringify(j.payload ?? null)),
+      jobs.map((j) => j.maxAttempts),
+      jobs.map((j) => Math.max(0, Math.round(j.delayMs ?? 0))),
+      jobs.map((j) => j.eventId ?? null),
+      jobs.map((j) => j.endpoint ?? null),
+      channel,
+      jobs.map((j) => j.id ?? null),
+      heldFlags,
+      hold?.workerId ?? null,
+      hold?.leaseMs ?? 0,
+    ],
+  });
+  const ids = res.rows.map((r) => r.id);
+  const held: ClaimedJob[] = [];
+  if (hold) {
+    const localNow = Date.now();
+    const byId = new Map(jobs.map((j) => [j.id, j]));
+    for (const r of res.rows) {
+      if (r.lease_token === null || r.lease_expires_ms === null) continue;
+      const j = byId.get(r.id);
+      if (!j) continue;
+      held.push(toHeldJob(j, { ...r, lease_token: r.lease_token, lease_expires_ms: r.lease_expires_ms }, localNow));
+    }
+  }
+  return { ids, held };
+}
+
+/** The error of a job insert (without `skipExisting`) that met an existing job id. */
+export function isExistingJob(err: unknown): boolean {
+  const e = err as { code?: string; constraint?: string };
+  return e.code === '23505' && e.constraint === 'jobs_pkey';
+}
+
+/** Renew the leases of every job held; returns the new expiry (on this process's clock) of those still held. */
+export async function renewLeases(db: Queryable, held: readonly Held[], leaseMs: number): Promise<Map<string, number>> {
+  if (held.length === 0) return new Map();
+  const res = await db.query<{ id: string; lease_expires_at: Date; db_now: Date }>({
+    name: 'acw_renew',
+    text: `update jobs j set lease_expires_at = now() + $3 * interval '1 millisecond'
+      from unnest($1::uuid[], $2::uuid[]) t(id, lease_token)
+      where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
+      returning j.id, j.lease_expires_at, now() as db_now`,
+    values: [held.map((h) => h.id), held.map((h) => h.leaseToken), leaseMs],
+  });
+  const localNow = Date.now();
+  return new Map(res.rows.map((r) => [r.id, dbToLocal(r.lease_expires_at.getTime(), r.db_now.getTime(), localNow)]));
+}
+
+/** Complete: running -> completed. Returns the ids whose lease still held (the rest changed nothing). */
+export async function completeJobs(
+  db: Queryable,
+  items: ReadonlyArray<{ held: Held; attempt?: AttemptRecord | undefined }>,
+): Promise<Set<string>> {
+  if (items.length === 0) return new Set();
+  const att = attemptArrays(items);
+  const res = await db.query<{ id: string }>({
+    name: att ? 'acw_complete_att' : 'acw_complete',
+    text: `with upd as (
+        update jobs j set status = 'completed', completed_at = now(), last_error = null, ${NOT_SKIPPED}, ${CLEAR_LEASE}
+        from unnest($1::uuid[], $2::uuid[]) t(id, lease_token)
+        where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
+        returning j.id)${att ? att.cte(3) : ''}
+      select id from upd`,
+    values: [items.map((i) => i.held.id), items.map((i) => i.held.leaseToken), ...(att?.values ?? [])],
+  });
+  return new Set(res.rows.map((r) => r.id));
+}
+
+export interface FailItem {
+  held: Held;
+  error: string;
+  /** Dead now, whatever attempts remain. */
+  dead: boolean;
+  reason: DeadReason;
+  delayMs: number;
+  attempt?: AttemptRecord | undefined;
+}
+
+export interface FailResult {
+  /** Jobs whose lease still held: each with its new status. */
+  changed: Map<string, { status: 'pending' | 'dead'; runAt: Date }>;
+}
+
+/**
+ * Fail: running -> pending after the delay (retry after back-off), or -> dead when the attempts
+ * are spent or the failure is permanent. The dead hook runs in the same transaction, with only the
+ * rows this one changed.
+ */
+export async function failJobs(pool: pg.Pool, items: readonly FailItem[], onDead?: DeadHook): Promise<FailResult> {
+  if (items.length === 0) return { changed: new Map() };
+  const att = attemptArrays(items);
+  const text = `with upd as (
+      update jobs j set
+        status = case when t.dead or ${ATTEMPTS_SPENT} then 'dead' else 'pending' end,
+        run_at = case when t.dead or ${ATTEMPTS_SPENT} then j.run_at
+                      else now() + t.delay * interval '1 millisecond' end,
+        last_error = t.error, ${NOT_SKIPPED}, ${CLEAR_LEASE}
+      from unnest($1::uuid[], $2::uuid[], $3::text[], $4::boolean[], $5::int[]) t(id, lease_token, error, dead, delay)
+      where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
+      returning j.id, j.status, j.type, j.payload, j.attempts, j.max_attempts, j.last_error, j.event_id, j.endpoint, j.run_at)${
+        att ? att.cte(6) : ''
+      }
+    select * from upd`;
+  const values = [
+    items.map((i) => i.held.id),
+    items.map((i) => i.held.leaseToken),
+    items.map((i) => i.error),
+    items.map((i) => i.dead),
+    items.map((i) => Math.max(0, Math.round(i.delayMs))),
+    ...(att?.values ?? []),
+  ];
+  // A job sent to dead on purpose keeps its reason; one that ran out of attempts says so.
+  const reasons = new Map(items.map((i) => [i.held.id, i.dead ? i.reason : ('max_attempts' as const)]));
+  return withTransaction(pool, async (client) => {
+    const res = await client.query<TransitionRow & { run_at: Date }>({ name: att ? 'acw_fail_att' : 'acw_fail', text, values });
+    const dead = res.rows.filter((r) => r.status === 'dead');
+    if (dead.length > 0 && onDead) await onDead(client, dead.map((r) => toDead(r, reasons.get(r.id) ?? 'max_attempts')));
+    return {
+      changed: new Map(res.rows.map((r) => [r.id, { status: r.status as 'pending' | 'dead', runAt: r.run_at }])),
+    };
+  });
+}
+
+export interface ReleaseItem {
+  held: Held;
+  delayMs: number;
+  error?: string | null;
+  /**
+   * Why the endpoint could not be used: `unknown` starts the 24 h clock (`parked_since`) unless it
+   * runs, `disabled` stops it; both start `skipped_since` unless it runs. Without it (a hand-back
+   * at shutdown, a lost lease) both stay as they are.
+   */
+  park?: 'unknown' | 'disabled';
+  attempt?: AttemptRecord | undefined;
+}
+
+/**
+ * Release: running -> pending without spending the attempt it was claimed with: a hand-back at
+ * shutdown, or a skip of an unknown or disabled endpoint (`park`).
+ */
+export async function releaseJobs(db: Queryable, items: readonly ReleaseItem[]): Promise<Set<string>> {
+  if (items.length === 0) return new Set();
+  const att = attemptArrays(items);
+  const res = await db.query<{ id: string }>({
+    name: att ? 'acw_release_att' : 'acw_release',
+    text: `with upd as (
+        update jobs j set status = 'pending', attempts = greatest(j.attempts - 1, 0),
+          run_at = now() + t.delay * interval '1 millisecond', last_error = coalesce(t.error, j.last_error),
+          parked_since = case t.park when 'unknown' then coalesce(j.parked_since, now()) when 'disabled' then null else j.parked_since end,
+          skipped_since = case when t.park is null then j.skipped_since else coalesce(j.skipped_since, now()) end, ${CLEAR_LEASE}
+        from unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::text[]) t(id, lease_token, delay, error, park)
+        where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
+        returning j.id)${att ? att.cte(6) : ''}
+      select id from upd`,
+    values: [
+      items.map((i) => i.held.id),
+      items.map((i) => i.held.leaseToken),
+      items.map((i) => Math.max(0, Math.round(i.delayMs))),
+      items.map((i) => i.error ?? null),
+      items.map((i) => i.park ?? null),
+      ...(att?.values ?? []),
+    ],
+  });
+  return new Set(res.rows.map((r) => r.id));
+}
+
+/**
+ * Unpark: make jobs skipped for these endpoints (they were unknown or disabled when their turn came) due
+ * now: run at start by a process that has them enabled. `skipped_since` stays (a process that
+ * still has the endpoint disabled keeps its long waits); a real attempt clears it. Reads only the
+ * future part of each endpoint's range in the due index. Returns how many were woken.
+ */
+export async function unparkJobs(db: Queryable, endpoints: readonly string[]): Promise<number> {
+  const res = await db.query(
+    `update jobs set run_at = now()
+      where status = 'pending' and endpoint = any($1::text[]) and run_at > now() and skipped_since is not null`,
+    [endpoints],
+  );
+  return res.rowCount ?? 0;
+}
+
+/**
+ * Reap: running jobs whose lease expired (their worker crashed or hung) -> pending, or -> dead
+ * when no attempt is left, with the dead hook and a NOTIFY in the same transaction. Reads only the
+ * partial index on running jobs; at most `batch` jobs per call.
+ */
+export async function reapJobs(
+  pool: pg.Pool,
+  opts: { batch: number; channel: string; onDead?: DeadHook | undefined },
+): Promise<ReapedRow[]> {
+  return withTransaction(pool, async (client) => {
+    const res = await client.query<ReapedRow>(
+      `with expired as (
+           select id, locked_by from jobs where status = 'running' and lease_expires_at < now()
+           order by lease_expires_at limit $1 for update skip locked),
+         upd as (
+           update jobs j set
+             status = case when ${ATTEMPTS_SPENT} then 'dead' else 'pending' end,
+             run_at = now(),
+             last_error = 'lease expired: worker ' || coalesce(j.locked_by, '?') || ' stopped renewing it',
+             ${CLEAR_LEASE}
+           from expired e where j.id = e.id
+           returning j.id, j.status, j.type, j.payload, j.attempts, j.max_attempts, j.last_error, j.event_id, j.endpoint, e.locked_by)
+         select upd.*, (select pg_notify($2, '') where exists (select 1 from upd where status = 'pending')) as n from upd`,
+      [opts.batch, opts.channel],
+    );
+    const dead = res.rows.filter((r) => r.status === 'dead');
+    if (dead.length > 0 && opts.onDead) await opts.onDead(client, dead.map((r) => toDead(r, 'reaped')));
+    return res.rows;
+  });
+}
+
+// The operator's moves (admin/job-actions.ts checks the state, locks, audits and notifies).
+
+// A new attempt series: due now, attempts reset, no lease, not parked. last_error stays as history until the next outcome.
+const REQUEUE = `status = 'pending', attempts = 0, run_at = now(), completed_at = null, ${NOT_SKIPPED},
+  ${CLEAR_LEASE}`;
+
+/** Operator retry: dead or completed -> pending with a fresh attempt series. The caller holds the row lock. */
+export async function operatorRetryJob(client: Queryable, id: string): Promise<JobRow> {
+  const upd = await client.query<JobRow>(`update jobs set ${REQUEUE} where id = $1 returning ${JOB_COLUMNS}`, [id]);
+  return upd.rows[0]!;
+}
+
+/** Operator cancel: pending -> cancelled. The caller holds the row lock. */
+export async function operatorCancelJob(client: Queryable, id: string): Promise<JobRow> {
+  const upd = await client.query<JobRow>(
+    `update jobs set status = 'cancelled', ${NOT_SKIPPED}, updated_at = now() where id = $1 returning ${JOB_COLUMNS}`,
+    [id],
+  );
+  return upd.rows[0]!;
+}
+
+/** Operator redrive: every dead job matching -> pending with a fresh attempt series. Returns how many. */
+export async function operatorRedriveJobs(client: Queryable, m: RedriveMatch): Promise<number> {
+  const { where, values } = redriveWhere(m);
+  // SKIP LOCKED: a dead job the purge is deleting right now is simply not redriven.
+  const res = await client.query<{ n: number }>(
+    `with v as (select id from jobs where ${where} for update skip locked),
+       upd as (update jobs j set ${REQUEUE} from v where j.id = v.id returning 1)
+       select count(*)::int as n from upd`,
+    values,
+  );
+  return res.rows[0]?.n ?? 0;
+}

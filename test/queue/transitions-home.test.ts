@@ -1,0 +1,46 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+// Every write to `jobs` lives in src/queue/transitions.ts (docs/operations.md#job-states), so a
+// rule or a new column is written once. This reads every file under src/ for a statement that
+// writes the table elsewhere: the purge runner's delete is the one exception.
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const SRC = join(ROOT, 'src');
+const HOME = 'src/queue/transitions.ts';
+
+// Any case and whitespace, with or without a schema or quotes; an alias after the name is fine.
+const TABLE = String.raw`(?:"?\w+"?\.)?"?jobs"?\b`;
+const WRITES: ReadonlyArray<[string, RegExp, readonly string[]]> = [
+  ['update jobs', new RegExp(String.raw`\bupdate\s+(?:only\s+)?${TABLE}`, 'gi'), [HOME]],
+  ['insert into jobs', new RegExp(String.raw`\binsert\s+into\s+${TABLE}`, 'gi'), [HOME]],
+  ['delete from jobs', new RegExp(String.raw`\bdelete\s+from\s+(?:only\s+)?${TABLE}`, 'gi'), [HOME, 'src/runners/purge.ts']],
+];
+
+function files(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : [join(dir, e.name)]));
+}
+
+const sources = files(SRC).map((f) => ({ path: relative(ROOT, f).split(sep).join('/'), text: readFileSync(f, 'utf8') }));
+
+const sourceOf = (path: string) => sources.find((s) => s.path === path)?.text ?? '';
+
+function hits(re: RegExp, text: string): number[] {
+  return [...text.matchAll(re)].map((m) => text.slice(0, m.index).split('\n').length);
+}
+
+describe('one home for job transitions', () => {
+  it.each(WRITES)('no file under src/ but the allowed ones contains "%s"', (_name, re, allowed) => {
+    const outside = sources
+      .filter((s) => !allowed.includes(s.path))
+      .flatMap((s) => hits(re, s.text).map((line) => `${s.path}:${line}`));
+    expect(outside).toEqual([]);
+  });
+
+  it('finds the statements where they belong', () => {
+    expect(hits(WRITES[0]![1], sourceOf(HOME)).length).toBeGreaterThan(5);
+    expect(hits(WRITES[1]![1], sourceOf(HOME)).length).toBe(1);
+    expect(hits(WRITES[2]![1], sourceOf('src/runners/purge.ts')).length).toBe(1);
+  });
+});
