@@ -11,7 +11,11 @@ export interface SendOptions {
   url: string;
   headers: Record<string, string>;
   body: string;
-  /** Budget for the whole attempt: connect, request, response headers and the body read. */
+  /**
+   * Budget for the request, response headers and the body read, from when undici starts the request
+   * on a connection: waiting for a local socket never counts, and connecting is bounded by the
+   * agent's own connect timeout.
+   */
   timeoutMs: number;
   /** Aborted on worker shutdown or lease loss; reported as errorKind 'aborted'. */
   signal?: AbortSignal;
@@ -103,7 +107,6 @@ class Attempt implements Dispatcher.DispatchHandler {
       this.settle(classifyError(t.error), null);
       return;
     }
-    this.timer = setTimeout(this.onTimeout, this.opts.timeoutMs);
     this.opts.signal?.addEventListener('abort', this.onCallerAbort);
     try {
       // dispatch() reports a bad request (invalid header) through onResponseError, synchronously.
@@ -158,10 +161,17 @@ class Attempt implements Dispatcher.DispatchHandler {
 
   // --- undici's handler
 
+  /**
+   * undici calls this once the request has a connected socket and is about to be written (Client
+   * writeH1 -> request.onConnect -> UnwrapHandler.onConnect), after any wait in the pool's queue and
+   * after the connect; a failed connect never gets here (onResponseError instead). So the attempt's
+   * timer starts here. It may be called again if undici retries the request: the timer keeps running.
+   */
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
     // Settled while the request waited for a connection: drop it now.
     if (this.abortReason) controller.abort(this.abortReason);
+    else this.timer ??= setTimeout(this.onTimeout, this.opts.timeoutMs);
   }
 
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
