@@ -8,7 +8,7 @@ export interface Endpoint {
   readonly secret: string;
   /** Whitelist: exact topics, `prefix.*`, `*` (see topics.ts). */
   readonly topics: readonly string[];
-  /** Per-attempt timeout in milliseconds. */
+  /** Per-attempt timeout in milliseconds, from when the request goes out on a connection. */
   readonly timeout: number;
   /** Connect (TCP, TLS) timeout in milliseconds, at most `timeout`. */
   readonly connect_timeout: number;
