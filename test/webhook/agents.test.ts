@@ -208,4 +208,30 @@ describe('the service: two endpoints on one receiver, one of them hanging', () =
     expect(slow.rows).toEqual([{ status: 'running', n: HANGING }]);
     expect(rx.requests.filter((r) => r.url === '/slow')).toHaveLength(HANGING);
   });
+
+  it("an endpoint's connect_timeout reaches its pool: each connect that never completes is a timeout attempt, retried", async () => {
+    const blackhole = await unansweredPort();
+    try {
+      const { svc } = await startTestService(db, {
+        jobs: { max_attempts: 2 },
+        notify: {
+          webhook: {
+            endpoints: [{ name: 'nowhere', url: `http://127.0.0.1:${blackhole.port}/hook`, secret: SECRET, topics: ['*'], timeout: '20s', connect_timeout: '300ms' }],
+          },
+        },
+      });
+      services.push(svc);
+      const [id] = (await notifyNow(svc.db.pool, { topic: 'a.b', data: {} }, 'tester', svc.fanOutContext)).body.job_ids as string[];
+      await waitFor(async () => (await db.pool.query(`select status from jobs where id = $1`, [id])).rows[0]?.status === 'dead', 15_000);
+      const att = await db.pool.query(`select attempt, error_kind, error, duration_ms from webhook_attempts where job_id = $1 order by attempt`, [id]);
+      expect(att.rows.map((a) => [a.attempt, a.error_kind])).toEqual([[1, 'timeout'], [2, 'timeout']]);
+      for (const a of att.rows) {
+        expect(a.error).toContain('within 300 ms (connect_timeout)');
+        expect(a.duration_ms).toBeGreaterThanOrEqual(290);
+      }
+    } finally {
+      await Promise.all(services.splice(0).map((s) => s.stop()));
+      await blackhole.close();
+    }
+  });
 });
