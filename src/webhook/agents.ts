@@ -46,7 +46,8 @@ export class EndpointAgents {
   }
 
   private replace(ep: Endpoint, old: Entry | undefined): Pool {
-    const origin = originOf(ep.url);
+    // An unparsable URL never reaches the pool (sendWebhook refuses it first): any origin will do for it.
+    const origin = originOf(ep.url) ?? 'http://invalid.invalid';
     if (old !== undefined && old.origin === origin && old.connections === ep.max_in_flight && old.connectTimeout === ep.connect_timeout) {
       // Another path on the same origin: the pool serves it as it is.
       old.url = ep.url;
@@ -55,9 +56,8 @@ export class EndpointAgents {
     }
     if (old !== undefined) retire(old.pool);
     if (this.closed) throw new Error('EndpointAgents is closed');
-    // An unparsable URL never reaches the pool (sendWebhook refuses it first); the placeholder origin only lets the entry exist.
-    const pool = new Pool(origin ?? 'http://invalid.invalid', deliveryPoolOptions(ep.max_in_flight, ep.connect_timeout));
-    this.pools.set(ep.name, { pool, url: ep.url, origin: origin ?? '', connections: ep.max_in_flight, connectTimeout: ep.connect_timeout, used: true });
+    const pool = new Pool(origin, deliveryPoolOptions(ep.max_in_flight, ep.connect_timeout));
+    this.pools.set(ep.name, { pool, url: ep.url, origin, connections: ep.max_in_flight, connectTimeout: ep.connect_timeout, used: true });
     return pool;
   }
 

@@ -90,6 +90,10 @@ describe('EndpointAgents', () => {
     expect(agents.agentFor({ ...a, max_in_flight: 8, connect_timeout: 1_000, url: 'http://127.0.0.2:1/a' })).not.toBe(other);
     expect(agents.size).toBe(2);
     expect((await post(agents, endpoint('b', `${rx.url}/b`))).outcome).toEqual({ kind: 'delivered', status: 200 });
+    // A URL that cannot be sent to still gets a pool (never used): the attempt says what is wrong.
+    const bad = endpoint('bad', 'ftp://h.example.com/x');
+    expect(agents.agentFor(bad)).toBe(agents.agentFor({ ...bad }));
+    expect((await post(agents, bad)).outcome).toMatchObject({ kind: 'permanent', errorKind: 'invalid_request' });
   });
 
   it('a hanging endpoint holds only its own sockets: another endpoint on the same origin delivers meanwhile', async () => {
