@@ -17,7 +17,7 @@ import { createDeliverHandler, logAttempt } from './webhook/deliver.js';
 import { AdaptiveLimits } from './webhook/adaptive-limits.js';
 import { deadLetterHook } from './webhook/dead-letter.js';
 import { WEBHOOK_JOB } from './webhook/job.js';
-import { createDeliveryAgent } from './webhook/send.js';
+import { EndpointAgents } from './webhook/agents.js';
 import { bootstrapUsers } from './users.js';
 
 export interface ServiceOptions {
@@ -26,7 +26,7 @@ export interface ServiceOptions {
   /** Extra job handlers and periodic runners of an embedding application. */
   handlers?: Record<string, JobHandler>;
   runners?: PeriodicRunner[];
-  /** The HTTP agent deliveries go through (an undici Dispatcher; tests pass a MockAgent). */
+  /** One HTTP agent for every endpoint's deliveries (an undici Dispatcher; tests pass a MockAgent). Default: a pool per endpoint. */
   httpAgent?: Dispatcher;
   /** An already open database (tests); otherwise opened from the config. */
   database?: Database;
@@ -51,8 +51,10 @@ export class Service {
   private endpointMap: ReadonlyMap<string, Endpoint>;
   /** Each endpoint's in-flight limit in this process: max_in_flight, lowered while it fails. */
   readonly limits: AdaptiveLimits;
-  private readonly agent: Dispatcher;
-  private readonly ownsAgent: boolean;
+  /** The endpoint's HTTP agent for an attempt: its own pool, or `httpAgent` when one was given. */
+  private readonly agentFor: (ep: Endpoint) => Dispatcher;
+  /** The per-endpoint pools (null when `httpAgent` was given), closed at stop. */
+  private readonly agents: EndpointAgents | null;
   private stopping: Promise<void> | null = null;
   private stoppingWork: Promise<void> | null = null;
 
@@ -64,8 +66,15 @@ export class Service {
     this.endpointList = resolveEndpoints(opts.config);
     this.endpointMap = new Map(this.endpointList.map((e) => [e.name, e]));
     this.limits = new AdaptiveLimits({ endpoints: () => this.endpointMap, log: this.log });
-    this.ownsAgent = !opts.httpAgent;
-    this.agent = opts.httpAgent ?? createDeliveryAgent();
+    const shared = opts.httpAgent;
+    if (shared) {
+      this.agents = null;
+      this.agentFor = () => shared;
+    } else {
+      const agents = new EndpointAgents();
+      this.agents = agents;
+      this.agentFor = (ep) => agents.agentFor(ep);
+    }
     const cfg = opts.config;
     this.fanOutContext = {
       endpoints: () => this.endpointList,
@@ -156,7 +165,7 @@ export class Service {
         ...opts.handlers,
         [WEBHOOK_JOB]: createDeliverHandler({
           endpoints: () => this.endpointMap,
-          agent: this.agent,
+          agentFor: this.agentFor,
           recheckMs: Math.min(j.retry.base, 60_000),
           recheckMaxMs: j.retry.max,
           log,
@@ -202,11 +211,11 @@ export class Service {
     return this.stoppingWork;
   }
 
-  /** stopWork(), then close the delivery agent and the database (stopping an embedded server we started). */
+  /** stopWork(), then close the delivery pools and the database (stopping an embedded server we started). */
   async stop(): Promise<void> {
     this.stopping ??= (async () => {
       await this.stopWork();
-      if (this.ownsAgent) await (this.agent as { close?: () => Promise<void> }).close?.();
+      await this.agents?.close();
       await this.db.close();
     })();
     return this.stopping;

@@ -16,6 +16,9 @@ function issuesOf(raw: unknown, env: Record<string, string> = {}): string[] {
 const SECRET = 'sUp3r-S3cr3t-Zebra-42';
 const WHSEC = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 const webhook = (w: Record<string, unknown>) => ({ notify: { webhook: w } });
+const endpointWith = (name: string, over: Record<string, unknown> = {}) => ({ name, url: 'https://h.example.com', secret: SECRET, ...over });
+/** [name, timeout, connect_timeout] of each endpoint `notify.webhook: w` resolves to. */
+const connect = (w: Record<string, unknown>) => resolveEndpoints(parseConfig(webhook(w))).map((e) => [e.name, e.timeout, e.connect_timeout]);
 
 describe('defaults', () => {
   test('an empty config yields every default of spec §2', () => {
@@ -209,6 +212,29 @@ describe('cross-field rules', () => {
     ]);
   });
 
+  test('a connect_timeout of 0 or above the timeout it applies to is refused, naming the key', () => {
+    expect(issuesOf(webhook({ connect_timeout: '0s' }))).toEqual(['notify.webhook.connect_timeout: must be longer than 0, got "0s"']);
+    expect(issuesOf(webhook({ endpoints: [endpointWith('a', { connect_timeout: '0s' })] }))).toEqual([
+      'notify.webhook.endpoints[0].connect_timeout: must be longer than 0, got "0s"',
+    ]);
+    expect(issuesOf(webhook({ connect_timeout: '20s' }))).toEqual(['notify.webhook.connect_timeout: must not exceed notify.webhook.timeout (10s), got 20s']);
+    expect(issuesOf(webhook({ endpoints: [endpointWith('a', { timeout: '2s', connect_timeout: '3s' })] }))).toEqual([
+      "notify.webhook.endpoints[0].connect_timeout: must not exceed this endpoint's timeout (2s), got 3s",
+    ]);
+    // Inherited from the top level: the endpoint's key is named, where the fix belongs.
+    expect(issuesOf(webhook({ connect_timeout: '3s', endpoints: [endpointWith('a', { timeout: '2s' })] }))).toEqual([
+      'notify.webhook.endpoints[0].connect_timeout: unset, so notify.webhook.connect_timeout (3s) applies, ' +
+        "which exceeds this endpoint's timeout (2s): set one of at most 2s",
+    ]);
+    // The endpoint inherits the top-level timeout too.
+    expect(issuesOf(webhook({ timeout: '1s', endpoints: [endpointWith('a', { connect_timeout: '2s' })] }))).toEqual([
+      "notify.webhook.endpoints[0].connect_timeout: must not exceed this endpoint's timeout (1s), got 2s",
+    ]);
+    // Unset everywhere: a short timeout alone is fine (the default connect timeout shrinks to it).
+    expect(() => parseConfig(webhook({ timeout: '300ms', endpoints: [endpointWith('a', { timeout: '1s' })] }))).not.toThrow();
+    expect(() => parseConfig(webhook({ connect_timeout: '2s', endpoints: [endpointWith('a', { timeout: '1s', connect_timeout: '1s' })] }))).not.toThrow();
+  });
+
   test('user names are unique', () => {
     const users = [{ name: 'ops', role: 'admin' }, { name: 'ci', role: 'service' }, { name: 'ops', role: 'viewer' }];
     expect(issuesOf({ server: { auth: { users } } })).toEqual(['server.auth.users[2].name: duplicate user name "ops" (also users[0])']);
@@ -281,9 +307,22 @@ describe('resolveEndpoints', () => {
       }),
     );
     expect(resolveEndpoints(config)).toEqual([
-      { name: 'default', url: 'https://a.example.com', secret: SECRET, topics: ['a.*'], timeout: 3000, max_in_flight: 5, scheme: 'acw', headers: {}, enabled: true },
-      { name: 'b', url: 'https://b.example.com', secret: WHSEC, topics: [], timeout: 3000, max_in_flight: 5, scheme: 'standard', headers: { 'X-Team': 'b' }, enabled: true },
-      { name: 'c', url: 'http://c.example.com', secret: SECRET, topics: ['*'], timeout: 1000, max_in_flight: 2, scheme: 'acw', headers: {}, enabled: false },
+      { name: 'default', url: 'https://a.example.com', secret: SECRET, topics: ['a.*'], timeout: 3000, connect_timeout: 3000, max_in_flight: 5, scheme: 'acw', headers: {}, enabled: true },
+      { name: 'b', url: 'https://b.example.com', secret: WHSEC, topics: [], timeout: 3000, connect_timeout: 3000, max_in_flight: 5, scheme: 'standard', headers: { 'X-Team': 'b' }, enabled: true },
+      { name: 'c', url: 'http://c.example.com', secret: SECRET, topics: ['*'], timeout: 1000, connect_timeout: 1000, max_in_flight: 2, scheme: 'acw', headers: {}, enabled: false },
+    ]);
+  });
+
+  test('connect_timeout: 5s unless the timeout is shorter; an endpoint inherits notify.webhook.connect_timeout', () => {
+    const ep = endpointWith;
+    expect(connect({ url: 'https://a.example.com', secret: SECRET, endpoints: [ep('b', { timeout: '2s' }), ep('c', { connect_timeout: '1s' })] })).toEqual([
+      ['default', 10_000, 5_000],
+      ['b', 2_000, 2_000],
+      ['c', 10_000, 1_000],
+    ]);
+    expect(connect({ connect_timeout: '1500ms', endpoints: [ep('b', { timeout: '2s' }), ep('c', { connect_timeout: '300ms' })] })).toEqual([
+      ['b', 2_000, 1_500],
+      ['c', 10_000, 300],
     ]);
   });
 

@@ -4,7 +4,7 @@ import type { AttemptRecord, JobOutcome } from '../../src/queue/types.js';
 import { AdaptiveLimits, congestionSignal } from '../../src/webhook/adaptive-limits.js';
 
 const ep = (over: Partial<Endpoint> = {}): Endpoint => ({
-  name: 'hooks', url: 'http://127.0.0.1:1/', secret: 's', topics: ['*'], timeout: 1_000, max_in_flight: 16,
+  name: 'hooks', url: 'http://127.0.0.1:1/', secret: 's', topics: ['*'], timeout: 1_000, connect_timeout: 1_000, max_in_flight: 16,
   scheme: 'acw', headers: {}, enabled: true, ...over,
 });
 const attempt = (over: Partial<AttemptRecord> = {}): AttemptRecord => ({
