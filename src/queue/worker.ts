@@ -217,14 +217,15 @@ export class WorkerPool {
    * interval.
    */
   private async planClaim(): Promise<ClaimPlan> {
+    // Recorded before any read, so a reservation made meanwhile keeps off what this claim may take.
+    const plan = this.slots.beginClaim(this.unknownEndpoints);
     const limits = this.opts.endpointLimits?.();
-    if (limits && Date.now() - this.discoveredAt >= this.opts.pollMs) {
-      this.discoveredAt = Date.now();
-      try {
-        this.unknownEndpoints = (await pendingEndpoints(this.opts.pool)).filter((e) => !limits.has(e));
-      } catch {
-        // Keep the last list; the next claim or poll tries again.
-      }
+    if (!limits || Date.now() - this.discoveredAt < this.opts.pollMs) return plan;
+    this.discoveredAt = Date.now();
+    try {
+      this.unknownEndpoints = (await pendingEndpoints(this.opts.pool)).filter((e) => !limits.has(e));
+    } catch {
+      // Keep the last list; the next claim or poll tries again.
     }
     return this.slots.beginClaim(this.unknownEndpoints);
   }
