@@ -40,8 +40,6 @@ export class SlotBudget {
   private apps = 0;
   private deliveries = 0;
   private readonly perEndpoint = new Map<string, number>();
-  /** Held by degraded endpoints (counted when taken; an endpoint may recover meanwhile). */
-  private degradedHeld = new Map<string, number>();
   private claim: ClaimPlan | null = null;
 
   constructor(private readonly limits: SlotLimits) {}
@@ -80,9 +78,12 @@ export class SlotBudget {
     return this.shared ? this.freeWorkers() : this.deliveryCap - this.deliveries;
   }
 
+  /** Slots held now by the endpoints degraded now. */
   private degradedUsed(): number {
+    const degraded = this.limits.degraded;
+    if (!degraded) return 0;
     let n = 0;
-    for (const v of this.degradedHeld.values()) n += v;
+    for (const [ep, used] of this.perEndpoint) if (degraded(ep)) n += used;
     return n;
   }
 
@@ -149,7 +150,6 @@ export class SlotBudget {
     }
     this.deliveries++;
     this.perEndpoint.set(endpoint, this.used(endpoint) + 1);
-    if (this.limits.degraded?.(endpoint)) this.degradedHeld.set(endpoint, (this.degradedHeld.get(endpoint) ?? 0) + 1);
   }
 
   /** A job stops holding its slot (finished, handed back, or a reservation not written). */
@@ -162,11 +162,6 @@ export class SlotBudget {
     const n = this.used(endpoint) - 1;
     if (n <= 0) this.perEndpoint.delete(endpoint);
     else this.perEndpoint.set(endpoint, n);
-    const d = this.degradedHeld.get(endpoint);
-    if (d !== undefined) {
-      if (d <= 1) this.degradedHeld.delete(endpoint);
-      else this.degradedHeld.set(endpoint, d - 1);
-    }
   }
 }
 
