@@ -6,7 +6,10 @@
 //   BENCH_JOBS=50000          jobs per deliver / noop / backlog run (and per ceiling run)
 //   BENCH_LATENCY_EVENTS=2000 events per latency run, BENCH_LATENCY_GAP_MS=10 apart
 //   BENCH_BACKLOG_COMPLETED=1000000 BENCH_BACKLOG_FUTURE=100000
-//   BENCH_SCENARIOS=ceiling,deliver,noop,latency,backlog
+//   BENCH_SCENARIOS=ceiling,deliver,noop,latency,backlog,fleet
+//   BENCH_FLEET_EVENTS=20000 BENCH_FLEET_RATE=1000 BENCH_FLEET_SECONDS=20 BENCH_FLEET_CONCURRENCY=50,500
+//                             the fleet scenario (100 endpoints, slow, failing and hanging receivers);
+//                             more knobs in bench/README.md#fleet
 //   BENCH_SYSTEMS=acw-default,acw-tuned,graphile-default,graphile-tuned,pgboss-tuned
 //   BENCH_ACW_WORKERS=128 BENCH_ACW_POOL=10  the acw-webhooks "tuned" variant
 //   BENCH_RUN_TIMEOUT_S=150   a throughput run not done by then reports the rate it reached
@@ -25,7 +28,7 @@ import { arch, cpus, platform, release, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import pg from 'pg';
-import { median, peakRssMb, percentile, sleep, wallNow } from './lib/common.mjs';
+import { fleetHealthy, median, peakRssMb, percentile, sleep, wallNow } from './lib/common.mjs';
 import { cpuSeconds, pgCpuSeconds, spawnChild } from './lib/proc.mjs';
 import { snapshotBuild } from './lib/dist.mjs';
 
@@ -48,11 +51,28 @@ const LAT_N = int('BENCH_LATENCY_EVENTS', 2_000);
 const LAT_GAP = Number(process.env.BENCH_LATENCY_GAP_MS ?? 10);
 const BACKLOG = { completed: int('BENCH_BACKLOG_COMPLETED', 1_000_000), future: int('BENCH_BACKLOG_FUTURE', 100_000) };
 const PROFILE = Boolean(process.env.BENCH_PROFILE);
-const SCENARIOS = list('BENCH_SCENARIOS', ['ceiling', 'deliver', 'noop', 'latency', 'backlog']);
+const SCENARIOS = list('BENCH_SCENARIOS', ['ceiling', 'deliver', 'noop', 'latency', 'backlog', 'fleet']);
 const ALL = ['acw-default', 'acw-tuned', 'graphile-default', 'graphile-tuned', 'pgboss-tuned'];
 const ONLY = list('BENCH_SYSTEMS', ALL);
 const HTTP_AVAILABLE = existsSync(new URL('http/index.js', process.env.BENCH_DIST ?? `file://${join(HERE, '../dist/')}`));
 const RUN_TIMEOUT_S = int('BENCH_RUN_TIMEOUT_S', 150);
+const int0 = (k, d) => (process.env[k] ? Math.max(0, Math.round(Number(process.env[k]))) : d);
+/** The fleet scenario (bench/README.md#fleet). */
+const FLEET = {
+  endpoints: int('BENCH_FLEET_ENDPOINTS', 100),
+  hanging: int0('BENCH_FLEET_HANGING', 2),
+  delayMs: int0('BENCH_FLEET_DELAY_MS', 100),
+  failPct: process.env.BENCH_FLEET_FAIL_PCT ? Math.min(100, Math.max(0, Number(process.env.BENCH_FLEET_FAIL_PCT))) : 5,
+  events: int('BENCH_FLEET_EVENTS', 20_000),
+  rate: int('BENCH_FLEET_RATE', 1_000),
+  seconds: int('BENCH_FLEET_SECONDS', 20),
+  waitS: int('BENCH_FLEET_WAIT_S', 30),
+  enqueueConnections: int('BENCH_FLEET_ENQUEUE_CONNECTIONS', 16),
+  concurrency: list('BENCH_FLEET_CONCURRENCY', ['50', '500']).map((c) => Math.max(1, Math.round(Number(c)))),
+  phases: list('BENCH_FLEET_PHASES', ['drain', 'steady']),
+};
+if (FLEET.hanging >= FLEET.endpoints) throw new Error('BENCH_FLEET_HANGING must be below BENCH_FLEET_ENDPOINTS');
+if (FLEET.endpoints > 1000) throw new Error('BENCH_FLEET_ENDPOINTS: at most 1000 (paths /e/000 to /e/999)');
 
 const SYSTEMS = {
   'acw-default': { mod: acw, variant: 'default' },
@@ -66,6 +86,8 @@ const PLAN = {
   noop: ALL,
   latency: ALL,
   backlog: ['acw-default', 'acw-tuned', 'graphile-tuned', 'pgboss-tuned'],
+  // The peers run once per BENCH_FLEET_CONCURRENCY value; acw with its own config.
+  fleet: ['acw-default', 'acw-tuned', 'graphile-tuned', 'pgboss-tuned'],
 };
 const label = (key) => SYSTEMS[key].mod.variants[SYSTEMS[key].variant].label;
 /** The concurrency of the no-queue HTTP ceiling: that of acw-webhooks tuned. */
@@ -89,6 +111,8 @@ function emit(r) {
 let server;
 let receiver;
 let receiverUrl;
+let fleetReceiver = null;
+let fleetUrl;
 const templates = new Map();
 const live = new Set();
 
@@ -326,6 +350,217 @@ async function runLatency(key, entry, run) {
   }
 }
 
+// ---------------------------------------------------------------- fleet
+
+/** The fleet receiver (bench/fleet-receiver.mjs), started the first time the fleet scenario runs. */
+async function startFleetReceiver() {
+  if (fleetReceiver) return;
+  fleetReceiver = spawnChild(join(HERE, 'fleet-receiver.mjs'), { envVar: 'BENCH_FLEET_RECEIVER', cfg: FLEET });
+  live.add(fleetReceiver);
+  const { port } = await fleetReceiver.wait('listening', 10_000);
+  fleetUrl = `http://127.0.0.1:${port}`;
+}
+
+async function resetFleetReceiver(opts) {
+  fleetReceiver.clearInbox();
+  fleetReceiver.send({ cmd: 'reset', ...opts });
+  await fleetReceiver.wait('reset-ok', 10_000);
+}
+
+async function fleetStats(arrivals = false) {
+  fleetReceiver.send({ cmd: 'stats', arrivals });
+  return fleetReceiver.wait('stats', 30_000);
+}
+
+/** One column of the fleet table: acw with its own config, a peer at one concurrency. */
+const fleetTag = (key, concurrency) => (concurrency ? `${key}-c${concurrency}` : key);
+const fleetLabel = (key, concurrency) => (concurrency ? `${label(key)}, concurrency ${concurrency}` : label(key));
+
+function fleetReceiverFields(st) {
+  return {
+    receiver_lag_ms: st.lag,
+    receiver_peak_connections: st.peakConnections,
+    answered_500: st.answered500,
+    duplicates_200: st.duplicates200,
+    hanging_arrivals: st.hangingArrivals,
+    abandoned: st.abandoned,
+    unknown_paths: st.unknown,
+    signatures_checked: st.checked,
+    bad_signatures: st.badSignatures,
+  };
+}
+
+/**
+ * Drain: FLEET.events events enqueued up front, then the worker starts. The figure is healthy jobs
+ * completed (first 200 per job id, as the receiver saw it) over the time from "go" to the last
+ * healthy completion. The hanging endpoints' jobs count neither in the jobs nor in the clock.
+ */
+async function runFleetDrain(key, concurrency, run) {
+  const { mod, variant } = SYSTEMS[key];
+  const tag = fleetTag(key, concurrency);
+  const db = `b_${tag.replaceAll('-', '_')}_fleet_drain_${run}`;
+  const url = await server.createDatabase(db, await template(key, false));
+  await experimentSettings(mod, db);
+  const enq = await mod.enqueue(url, { mode: 'fleet', n: FLEET.events, fleet: FLEET });
+  await server.checkpoint();
+  await pgssReset(url);
+  const healthy = fleetHealthy(FLEET.events, FLEET);
+  await resetFleetReceiver({ target: healthy, kind: 'completed' });
+  const w = workerChild({ system: mod.name, variant, mode: 'fleet', url, receiverUrl: fleetUrl, fleet: FLEET, concurrency, target: Infinity }, `${tag}-fleet-drain-${run}`);
+  try {
+    await w.wait('loaded', 60_000);
+    const cpu0 = { worker: cpuSeconds(w.pid), pg: pgCpuSeconds(`${server.dir}/pg`), receiver: cpuSeconds(fleetReceiver.pid) };
+    const t0 = wallNow();
+    w.send({ cmd: 'go' });
+    let timedOut = null;
+    await Promise.race([
+      fleetReceiver.wait('reached', RUN_TIMEOUT_S * 1000),
+      w.exited.then((e) => Promise.reject(new Error(`worker exited (${e.code ?? e.signal}): ${w.stderr()}`))),
+    ]).catch((err) => {
+      if (!/timed out/.test(err.message)) throw err;
+      timedOut = { at: wallNow() };
+    });
+    const st = await fleetStats();
+    const cpu1 = { worker: cpuSeconds(w.pid), pg: pgCpuSeconds(`${server.dir}/pg`), receiver: cpuSeconds(fleetReceiver.pid) };
+    const rss = await peakRssMb(w.pid);
+    if (timedOut) note(`${tag} fleet drain: not done after ${RUN_TIMEOUT_S} s (${st.completed} of ${healthy} healthy jobs completed); reporting the partial rate`);
+    // Let the hanging requests go first, so the worker's stop does not wait for their timeouts.
+    await resetFleetReceiver({});
+    w.send({ cmd: 'stop' });
+    const stopped = await w.wait('stopped', 30_000).catch(() => null);
+    await w.exited;
+    await pgssDump(url, `${tag}-fleet-drain-${run}`);
+    const end = timedOut ? timedOut.at : st.lastCompletion;
+    const seconds = (end - t0) / 1000;
+    const firstPass = st.lastFirst === null ? null : (st.lastFirst - t0) / 1000;
+    const r = {
+      scenario: 'fleet',
+      phase: 'drain',
+      system: key,
+      concurrency: concurrency ?? null,
+      label: fleetLabel(key, concurrency),
+      run,
+      events: FLEET.events,
+      healthy,
+      completed: st.completed,
+      ...(timedOut ? { timed_out: true } : {}),
+      seconds: round(seconds, 3),
+      drain_per_s: round(st.completed / seconds, 0),
+      // Without the retry tail: healthy jobs seen at least once over the time to the last first attempt.
+      first_attempts: st.seen,
+      first_pass_seconds: round(firstPass, 3),
+      first_pass_per_s: firstPass ? round(st.seen / firstPass, 0) : null,
+      retried: st.retried,
+      enqueue_per_s: round(FLEET.events / (enq.ms / 1000), 0),
+      peak_rss_mb: round(Math.max(rss ?? 0, stopped?.maxRssMb ?? 0), 1),
+      mem_peak_mb: stopped?.mem ?? null,
+      cpu_s: { worker: round(cpu1.worker - cpu0.worker, 2), pg: round(cpu1.pg - cpu0.pg, 2), receiver: round(cpu1.receiver - cpu0.receiver, 2) },
+      ...fleetReceiverFields(st),
+    };
+    emit(r);
+    return r;
+  } finally {
+    if (!w.exit) await w.kill();
+    await server.dropDatabase(db);
+  }
+}
+
+/**
+ * Steady: FLEET.rate events per second for FLEET.seconds, from FLEET.enqueueConnections
+ * connections, with the worker idle and listening first. Latency runs from just before each
+ * enqueue call to the first attempt's arrival at the receiver (healthy endpoints only). An event
+ * whose first attempt has not arrived FLEET.waitS after the last enqueue counts as slower than all.
+ */
+async function runFleetSteady(key, concurrency, run) {
+  const { mod, variant } = SYSTEMS[key];
+  const tag = fleetTag(key, concurrency);
+  const db = `b_${tag.replaceAll('-', '_')}_fleet_steady_${run}`;
+  const url = await server.createDatabase(db, await template(key, false));
+  await experimentSettings(mod, db);
+  const total = FLEET.rate * FLEET.seconds;
+  const healthy = fleetHealthy(total, FLEET);
+  await resetFleetReceiver({ target: healthy, kind: 'first' });
+  const w = workerChild({ system: mod.name, variant, mode: 'fleet', url, receiverUrl: fleetUrl, fleet: FLEET, concurrency, target: Infinity }, `${tag}-fleet-steady-${run}`);
+  let enq = null;
+  try {
+    await w.wait('loaded', 60_000);
+    w.send({ cmd: 'go' });
+    await w.wait('started', 60_000);
+    enq = await mod.openFleet(url, { fleet: FLEET, connections: FLEET.enqueueConnections });
+    await sleep(1_500); // workers idle, listeners connected
+    await pgssReset(url);
+    const cpu0 = { worker: cpuSeconds(w.pid), pg: pgCpuSeconds(`${server.dir}/pg`), receiver: cpuSeconds(fleetReceiver.pid) };
+    const sent = new Float64Array(total);
+    const late = new Float64Array(total);
+    const gap = 1000 / FLEET.rate;
+    const start = wallNow() + 5;
+    // Open loop: event i is due at start + i * gap, on connection i % K; a connection that fell
+    // behind sends at once (how far behind shows in enqueue_late_ms).
+    const K = FLEET.enqueueConnections;
+    const loop = async (k) => {
+      for (let i = k; i < total; i += K) {
+        const due = start + i * gap;
+        const wait = due - wallNow();
+        if (wait > 0.5) await sleep(wait);
+        sent[i] = wallNow();
+        late[i] = Math.max(0, sent[i] - due);
+        await enq.enqueue(i);
+      }
+    };
+    await Promise.all(Array.from({ length: K }, (_, k) => loop(k)));
+    const offeredS = (wallNow() - start) / 1000;
+    await fleetReceiver.wait('reached', FLEET.waitS * 1000).catch(() => null);
+    const st = await fleetStats(true);
+    const cpu1 = { worker: cpuSeconds(w.pid), pg: pgCpuSeconds(`${server.dir}/pg`), receiver: cpuSeconds(fleetReceiver.pid) };
+    const rss = await peakRssMb(w.pid);
+    await pgssDump(url, `${tag}-fleet-steady-${run}`);
+    await resetFleetReceiver({});
+    w.send({ cmd: 'stop' });
+    const stopped = await w.wait('stopped', 30_000).catch(() => null);
+    await w.exited;
+    const lat = st.arrivals.filter(([seq]) => seq >= 0 && seq < total).map(([seq, at]) => at - sent[seq]);
+    const missing = Math.max(0, healthy - lat.length);
+    const all = lat.concat(Array.from({ length: missing }, () => Infinity)).toSorted((a, b) => a - b);
+    const p = (q) => {
+      const v = percentile(all, q);
+      return v === Infinity ? null : round(v, 1);
+    };
+    const r = {
+      scenario: 'fleet',
+      phase: 'steady',
+      system: key,
+      concurrency: concurrency ?? null,
+      label: fleetLabel(key, concurrency),
+      run,
+      rate: FLEET.rate,
+      seconds: FLEET.seconds,
+      events: total,
+      offered_per_s: round(total / offeredS, 0),
+      enqueue_late_ms: { p99: round(percentile(late.toSorted(), 99), 1), max: round(Math.max(...late), 1) },
+      healthy,
+      arrived: lat.length,
+      missing,
+      ...(missing ? { missing_after_s: FLEET.waitS } : {}),
+      p50_ms: p(50),
+      p95_ms: p(95),
+      p99_ms: p(99),
+      max_ms: p(100),
+      completed: st.completed,
+      retried: st.retried,
+      peak_rss_mb: round(Math.max(rss ?? 0, stopped?.maxRssMb ?? 0), 1),
+      mem_peak_mb: stopped?.mem ?? null,
+      cpu_s: { worker: round(cpu1.worker - cpu0.worker, 2), pg: round(cpu1.pg - cpu0.pg, 2), receiver: round(cpu1.receiver - cpu0.receiver, 2) },
+      ...fleetReceiverFields(st),
+    };
+    emit(r);
+    return r;
+  } finally {
+    await enq?.close().catch(() => undefined);
+    if (!w.exit) await w.kill();
+    await server.dropDatabase(db);
+  }
+}
+
 // ---------------------------------------------------------------- ceiling
 
 async function runCeilingChild(cfg) {
@@ -545,6 +780,125 @@ export function targets(sum) {
   return { list: t, markdown: md.join('\n') };
 }
 
+// ---------------------------------------------------------------- fleet summary
+
+const medianOf = (xs, f) => median(xs.map(f));
+
+/** One entry per fleet column that ran: medians over runs. */
+export function summarizeFleet(rs) {
+  const fr = rs.filter((r) => r.scenario === 'fleet');
+  const cols = [];
+  for (const key of PLAN.fleet) {
+    for (const c of key.startsWith('acw') ? [null] : FLEET.concurrency) {
+      const mine = fr.filter((r) => r.system === key && (r.concurrency ?? null) === c);
+      if (mine.length === 0) continue;
+      const drain = mine.filter((r) => r.phase === 'drain');
+      const steady = mine.filter((r) => r.phase === 'steady');
+      const runs = [...new Set(mine.map((r) => r.run))];
+      cols.push({
+        tag: fleetTag(key, c),
+        system: key,
+        concurrency: c,
+        label: fleetLabel(key, c),
+        drain: medianOf(drain, (r) => r.drain_per_s),
+        drainTimedOut: drain.some((r) => r.timed_out),
+        firstPass: medianOf(drain, (r) => r.first_pass_per_s),
+        drainSeconds: medianOf(drain, (r) => r.seconds),
+        drainCpu: {
+          worker: medianOf(drain, (r) => (r.cpu_s.worker * 1e6) / Math.max(1, r.completed)),
+          pg: medianOf(drain, (r) => (r.cpu_s.pg * 1e6) / Math.max(1, r.completed)),
+          receiver: medianOf(drain, (r) => (r.cpu_s.receiver * 1e6) / Math.max(1, r.completed)),
+        },
+        p50: medianOf(steady, (r) => r.p50_ms),
+        p99: medianOf(steady, (r) => r.p99_ms),
+        steadyMissing: medianOf(steady, (r) => r.missing),
+        steadyRuns: steady.length,
+        offered: medianOf(steady, (r) => r.offered_per_s),
+        rss: median(runs.map((run) => Math.max(...mine.filter((r) => r.run === run).map((r) => r.peak_rss_mb ?? 0)))),
+        lagP99: Math.max(...mine.map((r) => r.receiver_lag_ms?.p99_ms ?? 0)),
+        lagMax: Math.max(...mine.map((r) => r.receiver_lag_ms?.max_ms ?? 0)),
+      });
+    }
+  }
+  return cols;
+}
+
+const isPeer = (c) => !c.system.startsWith('acw');
+
+export function fleetMarkdown(cols) {
+  const best = Math.max(...cols.filter((c) => isPeer(c) && c.drain !== null).map((c) => c.drain));
+  const bestPeer = Number.isFinite(best) ? best : null;
+  const lines = [];
+  lines.push(`| fleet | ${cols.map((c) => c.label).join(' | ')} |`);
+  lines.push(`| --- | ${cols.map(() => '---').join(' | ')} |`);
+  const row = (name, f) => lines.push(`| ${name} | ${cols.map(f).join(' | ')} |`);
+  row('drain, healthy jobs/s (x best peer)', (c) => (c.drain === null ? 'n/a' : `${fmt(c.drain)} (${rx(ratio(c.drain, bestPeer))})${c.drainTimedOut ? ' †' : ''}`));
+  row('drain, seconds to the last healthy completion', (c) => fmt(c.drainSeconds, 1));
+  row('drain without the retry tail: first attempts/s', (c) => fmt(c.firstPass));
+  row('drain, CPU µs/job worker / PostgreSQL / receiver', (c) =>
+    c.drainCpu.worker === null ? 'n/a' : `${fmt(c.drainCpu.worker)} / ${fmt(c.drainCpu.pg)} / ${fmt(c.drainCpu.receiver)}`,
+  );
+  row('steady, healthy p50 / p99 ms (notify to first arrival)', (c) =>
+    c.steadyRuns === 0 ? 'n/a' : `${c.p50 === null ? '>wait' : fmt(c.p50, 1)} / ${c.p99 === null ? `> ${FLEET.waitS} s` : fmt(c.p99, 1)}${c.steadyMissing ? ` (${fmt(c.steadyMissing)} not arrived)` : ''}`,
+  );
+  const short = (c) => c.offered !== null && c.offered < 0.95 * FLEET.rate;
+  row('steady, offered events/s', (c) => `${fmt(c.offered)}${short(c) ? ' ‡' : ''}`);
+  row('peak RSS MB (worker)', (c) => fmt(c.rss));
+  row('receiver event loop delay p99 / max ms (worst run)', (c) => `${fmt(c.lagP99, 1)} / ${fmt(c.lagMax, 1)}`);
+  const out = [];
+  out.push(
+    `Fleet: ${FLEET.endpoints} endpoints answering in ${FLEET.delayMs} ms, ${FLEET.failPct}% of first attempts answered 500, ${FLEET.hanging} hanging; drain ${fmt(FLEET.events)} events, steady ${fmt(FLEET.rate)}/s for ${FLEET.seconds} s. Medians over runs.`,
+  );
+  out.push('');
+  out.push(...lines);
+  if (cols.some((c) => c.drainTimedOut)) {
+    out.push('');
+    out.push(`† a drain did not finish within BENCH_RUN_TIMEOUT_S (${RUN_TIMEOUT_S} s): the rate is the healthy jobs completed by then over that time.`);
+  }
+  if (cols.some(short)) {
+    out.push('');
+    out.push(`‡ the enqueue side fell short of ${fmt(FLEET.rate)}/s (the enqueue calls themselves were slow): that column's steady latencies are not at the offered rate.`);
+  }
+  return out.join('\n');
+}
+
+/**
+ * Issue 12's targets for acw with its default config: drain >= the lower of 1.5x the best peer and
+ * 80% of its own deliver rate (the 1 ms receiver) in the same invocation; steady p99 < 300 ms; RSS <= 300 MB.
+ */
+export function fleetTargets(cols, sum) {
+  const a = cols.find((c) => c.system === 'acw-default');
+  const peers = cols.filter((c) => isPeer(c) && c.drain !== null);
+  const best = peers.length ? Math.max(...peers.map((c) => c.drain)) : null;
+  const lab = sum?.systems?.['acw-default']?.deliver ?? null;
+  const goals = [best === null ? null : 1.5 * best, lab === null ? null : 0.8 * lab];
+  const known = goals.filter((g) => g !== null);
+  let ok = null;
+  if (a?.drain != null && known.length) {
+    // The goal is the lower of the two: met if either is met; unmet only if every one is known and unmet.
+    if (known.some((g) => a.drain >= g)) ok = true;
+    else if (known.length === goals.length) ok = false;
+  }
+  const t = [];
+  const add = (name, value, goal, holds) => t.push({ name, value, goal, ok: holds });
+  add(
+    'fleet drain, acw default >= min(1.5x best peer, 80% of acw default deliver)',
+    a?.drain == null ? 'n/a' : `${fmt(a.drain)}/s${a.drainTimedOut ? ' †' : ''}`,
+    `>= min(${best === null ? 'n/a' : fmt(1.5 * best)}, ${lab === null ? 'n/a (deliver not run)' : fmt(0.8 * lab)})/s`,
+    ok,
+  );
+  add(
+    'fleet steady, acw default healthy p99 < 300 ms',
+    !a || a.steadyRuns === 0 ? 'n/a' : a.p99 === null ? `> ${FLEET.waitS} s` : `${fmt(a.p99, 1)} ms`,
+    '< 300 ms',
+    !a || a.steadyRuns === 0 ? null : a.p99 !== null && a.p99 < 300,
+  );
+  add('fleet, acw default worker peak RSS <= 300 MB', a?.rss == null ? 'n/a' : `${fmt(a.rss)} MB`, '<= 300 MB', a?.rss == null ? null : a.rss <= 300);
+  const md = ['| target | measured | goal | holds |', '| --- | --- | --- | --- |'];
+  for (const x of t) md.push(`| ${x.name} | ${x.value} | ${x.goal} | ${x.ok === null ? 'not determined' : x.ok ? 'yes' : '**no**'} |`);
+  return { list: t, markdown: md.join('\n') };
+}
+
 // ---------------------------------------------------------------- main
 
 async function main() {
@@ -575,6 +929,7 @@ async function main() {
     latencyEvents: LAT_N,
     latencyGap: LAT_GAP,
     backlog: BACKLOG,
+    ...(SCENARIOS.includes('fleet') ? { fleet: FLEET } : {}),
     profile: PROFILE,
     variants: Object.fromEntries(ALL.map((k) => [k, SYSTEMS[k].mod.describe(SYSTEMS[k].variant)])),
     http_entry: HTTP_AVAILABLE,
@@ -588,6 +943,21 @@ async function main() {
         await runCeiling(run);
         continue;
       }
+      if (scenario === 'fleet') {
+        await startFleetReceiver();
+        for (const key of PLAN.fleet.filter((k) => ONLY.includes(k))) {
+          for (const c of key.startsWith('acw') ? [null] : FLEET.concurrency) {
+            for (const phase of FLEET.phases) {
+              note(`fleet ${phase} run ${run}: ${fleetTag(key, c)}`);
+              if (phase === 'drain') await runFleetDrain(key, c, run);
+              else if (phase === 'steady') await runFleetSteady(key, c, run);
+              else throw new Error(`BENCH_FLEET_PHASES: unknown phase ${phase} (drain, steady)`);
+            }
+          }
+        }
+        continue;
+      }
+      if (!PLAN[scenario]) throw new Error(`BENCH_SCENARIOS: unknown scenario ${scenario} (ceiling, deliver, noop, latency, backlog, fleet)`);
       for (const key of PLAN[scenario].filter((k) => ONLY.includes(k))) {
         note(`${scenario} run ${run}: ${key}`);
         if (scenario === 'latency') {
@@ -601,14 +971,21 @@ async function main() {
   }
 
   const sum = summarize(results);
-  const table = markdown(sum, meta);
-  const tg = targets(sum);
+  const core = results.some((r) => r.scenario !== 'meta' && r.scenario !== 'fleet');
+  const tg = core ? targets(sum) : { list: [], markdown: '' };
+  const fleetCols = summarizeFleet(results);
+  const ftg = fleetCols.length ? fleetTargets(fleetCols, sum) : null;
   const minutes = ((Date.now() - started) / 60_000).toFixed(1);
-  const md = `# Benchmark results ${meta.started}\n\nNode ${meta.node}, PostgreSQL ${meta.postgres}, ${meta.cpus}, ${meta.memory_gb} GB; acw-webhooks build ${meta.build.fingerprint ?? meta.build.dist}; ${minutes} min.\n\n${table}\n\n## Targets\n\n${tg.markdown}\n`;
+  let md = `# Benchmark results ${meta.started}\n\nNode ${meta.node}, PostgreSQL ${meta.postgres}, ${meta.cpus}, ${meta.memory_gb} GB; acw-webhooks build ${meta.build.fingerprint ?? meta.build.dist}; ${minutes} min.\n\n`;
+  if (core) md += `${markdown(sum, meta)}\n\n## Targets\n\n${tg.markdown}\n`;
+  if (ftg) md += `${core ? '\n' : ''}## Fleet\n\n${fleetMarkdown(fleetCols)}\n\n### Fleet targets\n\n${ftg.markdown}\n`;
   console.log('');
   console.log(md);
   writeFileSync(join(RESULTS_DIR, 'latest.md'), md);
-  writeFileSync(join(RESULTS_DIR, 'latest.json'), JSON.stringify({ meta, summary: sum, targets: tg.list, results }, null, 2));
+  writeFileSync(
+    join(RESULTS_DIR, 'latest.json'),
+    JSON.stringify({ meta, summary: sum, targets: tg.list, fleet: fleetCols, fleet_targets: ftg?.list ?? [], results }, null, 2),
+  );
   note(`done in ${minutes} min; results in ${JSONL} and bench/results/latest.{md,json}`);
 }
 
@@ -622,9 +999,9 @@ async function versions() {
 async function shutdown() {
   // Deleting from a Set while iterating it is safe (each child removes itself when it exits).
   for (const c of live) {
-    if (c === receiver) {
-      receiver.send({ cmd: 'exit' });
-      await Promise.race([receiver.exited, sleep(3_000)]);
+    if (c === receiver || c === fleetReceiver) {
+      c.send({ cmd: 'exit' });
+      await Promise.race([c.exited, sleep(3_000)]);
     }
     await c.kill().catch(() => undefined);
   }

@@ -33,6 +33,76 @@ const REDACT = [
  */
 const HOT_REDACT = REDACT.filter((p) => !p.startsWith('*'));
 
+/** Keys whose value is censored at any depth (compared lower-cased), for `scrubDeep`. */
+const SENSITIVE_KEYS = new Set(['secret', 'token', 'password', 'authorization', 'x-acw-signature', 'webhook-signature']);
+
+/** Keys whose string value is error text, which may quote a URL, a header or a query string. */
+const TEXT_KEYS = new Set(['err', 'error', 'message', 'stack', 'last_error']);
+
+/** Secrets as they appear inside text: a URL's password, a bearer token, a signature, a secret-looking query parameter. */
+const SECRET_IN_TEXT: ReadonlyArray<readonly [RegExp, string]> = [
+  [/(\/\/[^\s/:@]*:)[^\s/@]+@/g, `$1${CENSOR}@`],
+  [/\b(bearer\s+)[^\s"',;]+/gi, `$1${CENSOR}`],
+  [/\b(sha256=)[0-9a-f]{8,}/gi, `$1${CENSOR}`],
+  [/\b(v1,)[A-Za-z0-9+/=]{8,}/g, `$1${CENSOR}`],
+  [/\b((?:secret|token|password|api_key|access_token)[=:]\s*)[^\s&#"',;]+/gi, `$1${CENSOR}`],
+];
+
+/** Error text with the secrets it quotes censored. */
+export function scrubText(text: string): string {
+  let out = text;
+  for (const [re, to] of SECRET_IN_TEXT) out = out.replace(re, to);
+  return out;
+}
+
+/**
+ * The net under the redact paths, which reach only one object down: sensitive keys censored at
+ * any depth, and error text scrubbed. Returns `value` itself when nothing changes, so a flat line
+ * of primitives (every hot line) costs one pass over its keys and no copy.
+ */
+function scrubDeep(value: unknown, depth: number, seen: WeakSet<object>): unknown {
+  if (!value || typeof value !== 'object' || depth > 10 || seen.has(value)) return value;
+  seen.add(value);
+  if (value instanceof Error) return scrubError(value, depth, seen);
+  if (Array.isArray(value)) {
+    let copy: unknown[] | undefined;
+    value.forEach((v: unknown, i) => {
+      const s = scrubDeep(v, depth + 1, seen);
+      if (s !== v) (copy ??= [...value])[i] = s;
+    });
+    return copy ?? value;
+  }
+  let copy: Record<string, unknown> | undefined;
+  for (const [k, v] of Object.entries(value)) {
+    let s: unknown = v;
+    if (v !== undefined && SENSITIVE_KEYS.has(k.toLowerCase())) s = CENSOR;
+    else if (typeof v === 'string') s = TEXT_KEYS.has(k) ? scrubText(v) : v;
+    else if (v && typeof v === 'object') s = scrubDeep(v, depth + 1, seen);
+    if (s !== v) (copy ??= { ...(value as Record<string, unknown>) })[k] = s;
+  }
+  return copy ?? value;
+}
+
+/** `scrubDeep` for a whole line, with a fast path: a flat line with nothing to censor is returned as is, with no allocation. */
+function scrubLine(obj: Record<string, unknown>): Record<string, unknown> {
+  for (const k in obj) {
+    const v = obj[k];
+    if ((v && typeof v === 'object') || (typeof v === 'string' && TEXT_KEYS.has(k)) || SENSITIVE_KEYS.has(k.toLowerCase())) {
+      return scrubDeep(obj, 0, new WeakSet()) as Record<string, unknown>;
+    }
+  }
+  return obj;
+}
+
+/** A copy of the error (same prototype, so pino's serializer still names its type) with its text scrubbed; or itself when clean. */
+function scrubError(err: Error, depth: number, seen: WeakSet<object>): Error {
+  const fields: Record<string, unknown> = { ...err, message: err.message, stack: err.stack };
+  if ('cause' in err) fields.cause = err.cause;
+  const clean = scrubDeep(fields, depth, seen);
+  if (clean === fields) return err;
+  return Object.assign(Object.create(Object.getPrototypeOf(err) as object) as Error, clean);
+}
+
 export interface LoggerOptions {
   level?: LevelWithSilent;
   /** Where lines go; defaults to stdout. Tests pass a stream to read the lines back. */
@@ -45,6 +115,7 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
       level: opts.level ?? 'info',
       base: { pid: process.pid },
       redact: { paths: REDACT, censor: CENSOR },
+      formatters: { log: scrubLine },
       timestamp: pino.stdTimeFunctions.isoTime,
     },
     opts.destination ?? pino.destination({ dest: 1, sync: false }),

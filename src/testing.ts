@@ -1,6 +1,7 @@
 // An in-memory NotifyClient for service developers' unit tests (`acw-webhooks/testing`): no service,
 // no network. It validates with the server's own input schema, so what it refuses the server refuses.
 import { AcwError, type NotifyClient, type NotifyEvent, type NotifyOptions, type NotifyResult } from './client.js';
+import { canonicalJson } from './notify/canonical-json.js';
 import { MAX_BATCH, notifyInput } from './notify/input.js';
 
 export { AcwError, type NotifyClient, type NotifyEvent, type NotifyResult } from './client.js';
@@ -100,7 +101,8 @@ export function createTestClient(options: TestClientOptions = {}): TestClient {
         details: { field: `${path}recipients`, names: unknown },
       });
     }
-    const request = JSON.stringify([e.topic, e.data, e.recipients ?? []]);
+    // Hashed as the service hashes a request: the same data with its keys in another order is a replay.
+    const request = canonicalJson([e.topic, e.data, e.recipients ?? []]);
     const key = e.idempotencyKey;
     const prev = key === undefined ? undefined : kept.get(key);
     if (prev) {

@@ -29,6 +29,37 @@ describe('createLogger redaction', () => {
   });
 });
 
+describe('createLogger redaction below one level and in error text', () => {
+  it('censors sensitive keys at any depth, in arrays too, and leaves the caller\'s object alone', () => {
+    const { log, lines, raw } = captureLogs('info');
+    const config = { notify: { webhook: { url: 'http://x', secret: SECRET } }, endpoints: [{ name: 'a', secret: 'arr-secret-1' }], users: [{ token: TOKEN }] };
+    log.info({ event: 'config', config }, 'a whole config, three levels down');
+    log.info({ event: 'req', request: { raw: { headers: { Authorization: 'Bearer deep-4', 'X-Acw-Signature': SIG } } } }, 'headers four levels down');
+    for (const leaked of [SECRET, 'arr-secret-1', TOKEN, 'deep-4', SIG]) expect(raw()).not.toContain(leaked);
+    expect(lines[0]).toMatchObject({ config: { notify: { webhook: { url: 'http://x', secret: '[redacted]' } }, endpoints: [{ name: 'a', secret: '[redacted]' }] } });
+    expect(config.notify.webhook.secret).toBe(SECRET);
+  });
+
+  it('censors secrets quoted in error text: a URL password, a bearer token, a signature, a token parameter', () => {
+    const { log, lines, raw } = captureLogs('info');
+    const text = `connect failed: postgres://acw:pg-pass-9@127.0.0.1:5432/acw; sent Bearer ${TOKEN}; got ${SIG} for https://h/hook?token=qs-token-3`;
+    log.error({ event: 'http.error', err: text }, 'request failed');
+    const e = new TypeError(text, { cause: new Error('password=cause-pw-5') });
+    log.error({ event: 'runner.error', err: e }, 'periodic runner failed');
+    for (const leaked of ['pg-pass-9', TOKEN, SIG, 'qs-token-3', 'cause-pw-5']) expect(raw()).not.toContain(leaked);
+    expect(lines[0]!.err).toBe('connect failed: postgres://acw:[redacted]@127.0.0.1:5432/acw; sent Bearer [redacted]; got sha256=[redacted] for https://h/hook?token=[redacted]');
+    // Still an error as pino writes one (its type kept), and the thrown error itself is unchanged.
+    expect(lines[1]!.err).toMatchObject({ type: 'TypeError', message: expect.stringContaining('acw:[redacted]@') });
+    expect(e.message).toContain('pg-pass-9');
+  });
+
+  it('the hot logger is covered too (a child: same formatters)', () => {
+    const { log, raw } = captureLogs('info');
+    hotLogger(log).warn({ event: 'job.claim_error', err: `postgres://acw:hot-pw-2@db/acw` }, 'claim failed; retrying');
+    expect(raw()).not.toContain('hot-pw-2');
+  });
+});
+
 describe('hotLogger', () => {
   const fields = { event: 'webhook.attempt', job_id: 'j1', attempt: 2, status: 503, error_kind: 'http_status', next_retry_at: null, ok: false };
 

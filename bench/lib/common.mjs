@@ -34,6 +34,38 @@ export function peerPayload(seq) {
   return { topic: TOPIC, body: eventBody(seq) };
 }
 
+/**
+ * The fleet scenario's workload: event `seq` goes to endpoint `seq % endpoints` (its own topic
+ * `fleet.eNNN` and path `/e/NNN`), and its delivery body is about 1 KiB (the data is padded).
+ */
+export const fleetName = (e) => `e${String(e).padStart(3, '0')}`;
+export const fleetTopic = (e) => `fleet.${fleetName(e)}`;
+export const fleetPath = (e) => `/e/${String(e).padStart(3, '0')}`;
+export const FLEET_BODY_BYTES = 1024;
+const FLEET_PAD = Math.max(
+  0,
+  FLEET_BODY_BYTES -
+    JSON.stringify({ event_id: randomUUID(), topic: fleetTopic(0), occurred_at: new Date().toISOString(), data: { ...eventData(10_000), endpoint: 0, pad: '' } }).length,
+);
+
+export function fleetData(seq, endpoints) {
+  return { ...eventData(seq), endpoint: seq % endpoints, pad: 'x'.repeat(FLEET_PAD) };
+}
+
+/** The peers' fleet job: the body fixed at enqueue plus the path of its endpoint on the receiver. */
+export function fleetPeerPayload(seq, endpoints) {
+  const e = seq % endpoints;
+  const topic = fleetTopic(e);
+  const body = JSON.stringify({ event_id: randomUUID(), topic, occurred_at: new Date().toISOString(), data: fleetData(seq, endpoints) });
+  return { topic, path: fleetPath(e), body };
+}
+
+/** Healthy events among the first `n` (those not routed to the `hanging` last endpoints). */
+export function fleetHealthy(n, { endpoints, hanging }) {
+  const healthyPerRound = endpoints - hanging;
+  return Math.floor(n / endpoints) * healthyPerRound + Math.min(n % endpoints, healthyPerRound);
+}
+
 export function sign(secret, ts, body) {
   return `sha256=${createHmac('sha256', secret).update(`${ts}.`).update(body).digest('hex')}`;
 }
@@ -41,14 +73,16 @@ export function sign(secret, ts, body) {
 /**
  * The peers' handler: sign and POST once through one shared keep-alive undici Agent configured
  * like acw-webhooks' delivery agent (64 sockets per origin, no pipelining), read the response,
- * throw on a non-2xx so the queue retries.
+ * throw on a non-2xx so the queue retries. A payload with a `path` (the fleet scenario) goes to
+ * that path on the receiver's origin; its 10 s timeouts are acw's default endpoint `timeout`.
  */
 export async function makeSignedPoster(url, { connections = 64 } = {}) {
   const { Agent, request } = await import('undici');
   const agent = new Agent({ connections, pipelining: 1, keepAliveTimeout: 4_000, keepAliveMaxTimeout: 60_000 });
+  const origin = new URL(url).origin;
   async function post(jobId, payload) {
     const ts = Math.floor(Date.now() / 1000);
-    const res = await request(url, {
+    const res = await request(payload.path ? origin + payload.path : url, {
       dispatcher: agent,
       method: 'POST',
       headers: {

@@ -1,7 +1,7 @@
 // acw-webhooks, driven through its public entry points from dist/: the outbox (`notifyMany` /
 // `notify`) for events, `enqueueJobs` for the no-op jobs, and `Service.start` for the worker.
 import pg from 'pg';
-import { SECRET, TOPIC, eventData } from '../lib/common.mjs';
+import { SECRET, TOPIC, eventData, fleetData, fleetName, fleetPath, fleetTopic } from '../lib/common.mjs';
 import { dist } from '../lib/dist.mjs';
 
 /** The API token of the `service` principal the latency scenario posts with. */
@@ -91,8 +91,11 @@ async function seedBacklog(pool, { completed, future }) {
   await pool.query('vacuum (freeze, analyze)');
 }
 
-/** Enqueue `n` up front: events through the outbox (`notifyMany`, batches), or no-op jobs (`enqueueJobs`). */
-export async function enqueue(url, { mode, n, batch = 1000 }) {
+/**
+ * Enqueue `n` up front: events through the outbox (`notifyMany`, batches), or no-op jobs
+ * (`enqueueJobs`). mode 'fleet': event `seq` has the topic of endpoint `seq % fleet.endpoints`.
+ */
+export async function enqueue(url, { mode, n, batch = 1000, fleet }) {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
@@ -112,7 +115,9 @@ export async function enqueue(url, { mode, n, batch = 1000 }) {
     const t0 = performance.now();
     for (let i = 0; i < n; i += batch) {
       const events = [];
-      for (let k = i; k < Math.min(n, i + batch); k++) events.push({ topic: TOPIC, data: eventData(k) });
+      for (let k = i; k < Math.min(n, i + batch); k++) {
+        events.push(mode === 'fleet' ? { topic: fleetTopic(k % fleet.endpoints), data: fleetData(k, fleet.endpoints) } : { topic: TOPIC, data: eventData(k) });
+      }
       await notifyMany(client, events);
     }
     return { ms: performance.now() - t0, ctx: {} };
@@ -177,9 +182,27 @@ export async function openLatency(url, { entry, httpUrl }) {
   throw new Error(`entry ${entry} is not available`);
 }
 
+/** The fleet's steady phase: `notify` (the outbox, one event per call) on a pool of `connections` clients. */
+export async function openFleet(url, { fleet, connections }) {
+  const { notify } = await dist('outbox.js');
+  const pool = new pg.Pool({ connectionString: url, max: connections });
+  // Dropping the run database ends whatever is still connected; that is not an error of the run.
+  pool.on('error', () => undefined);
+  await Promise.all(Array.from({ length: connections }, () => pool.query('select 1')));
+  return {
+    enqueue: (seq) => notify(pool, fleetTopic(seq % fleet.endpoints), fleetData(seq, fleet.endpoints)),
+    close: () => pool.end(),
+  };
+}
+
+/** The fleet's endpoints: each its own name, topic and path on the receiver; timeout and max_in_flight inherited. */
+function fleetEndpoints(base, fleet) {
+  return Array.from({ length: fleet.endpoints }, (_, e) => ({ name: fleetName(e), url: base + fleetPath(e), secret: SECRET, topics: [fleetTopic(e)] }));
+}
+
 // ---------------------------------------------------------------- worker side
 
-export async function prepareWorker({ url, receiverUrl, variant, mode, onHandled, http = false }) {
+export async function prepareWorker({ url, receiverUrl, variant, mode, onHandled, http = false, fleet }) {
   const { parseConfig } = await dist('config/index.js');
   const { createLogger } = await dist('log.js');
   const { Service } = await dist('service.js');
@@ -190,7 +213,10 @@ export async function prepareWorker({ url, receiverUrl, variant, mode, onHandled
     ...(http ? { server: { listen: '127.0.0.1:0', auth: { users: [{ name: 'bench', role: 'service', token: TOKEN }] } } } : {}),
     ...(v.workers ? { jobs: { workers: v.workers } } : {}),
     notify: {
-      webhook: { url: receiverUrl, secret: SECRET, topics: ['order.*'], ...(v.workers ? { max_in_flight: v.workers } : {}) },
+      webhook: {
+        ...(mode === 'fleet' ? { endpoints: fleetEndpoints(new URL(receiverUrl).origin, fleet) } : { url: receiverUrl, secret: SECRET, topics: ['order.*'] }),
+        ...(v.workers ? { max_in_flight: v.workers } : {}),
+      },
     },
   };
   const config = parseConfig(raw);

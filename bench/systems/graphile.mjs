@@ -1,7 +1,7 @@
 // graphile-worker 0.17.3 (its last release for Node 20), through its library API: WorkerUtils
 // `addJobs` / `addJob` to enqueue, `run()` with a task list to work.
 import pg from 'pg';
-import { makeSignedPoster, peerPayload } from '../lib/common.mjs';
+import { fleetPeerPayload, makeSignedPoster, peerPayload } from '../lib/common.mjs';
 
 export const name = 'graphile';
 const SCHEMA = 'graphile_worker';
@@ -26,13 +26,44 @@ export const variants = {
 
 export function describe(variant) {
   return variant === 'tuned'
-    ? 'concurrency 24, maxPoolSize 25, localQueue.size 200, completeJobBatchDelay 0, failJobBatchDelay 0'
+    ? 'concurrency 24, maxPoolSize 25, localQueue.size 200, completeJobBatchDelay 0, failJobBatchDelay 0; fleet: concurrency C, localQueue.size max(200, C)'
     : 'library defaults: concurrency 1, maxPoolSize 10';
 }
 
-async function utils(url) {
+/**
+ * WorkerUtils on a pool of our own, with error listeners: its connections can outlive release()
+ * (seen under load), and creating a database from the template (or dropping a run database) then
+ * terminates them, which crashed the orchestrator on the idle client's unhandled error.
+ */
+async function utils(url, { maxPoolSize = 10 } = {}) {
   const { makeWorkerUtils } = await import('graphile-worker');
-  return makeWorkerUtils({ connectionString: url, logger: await quietLogger() });
+  const pool = new pg.Pool({ connectionString: url, max: maxPoolSize });
+  pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
+  const u = await makeWorkerUtils({ pgPool: pool, logger: await quietLogger() });
+  return {
+    migrate: () => u.migrate(),
+    addJob: (...a) => u.addJob(...a),
+    addJobs: (...a) => u.addJobs(...a),
+    withPgClient: (f) => u.withPgClient(f),
+    async release() {
+      await u.release();
+      await pool.end();
+    },
+  };
+}
+
+/**
+ * The fleet scenario runs the tuned configuration at `concurrency` 50 or 500, with the local queue
+ * at least that large (graphile warns when it is smaller than the concurrency).
+ */
+function fleetOptions(variant, concurrency) {
+  const o = variants[variant].options;
+  return {
+    ...o,
+    concurrency,
+    preset: { worker: { ...o.preset?.worker, localQueue: { size: Math.max(o.preset?.worker?.localQueue?.size ?? 0, concurrency) } } },
+  };
 }
 
 async function quietLogger() {
@@ -70,7 +101,7 @@ export async function createTemplate(server, db, { backlog } = {}) {
   }
 }
 
-export async function enqueue(url, { mode, n, batch = 1000 }) {
+export async function enqueue(url, { mode, n, batch = 1000, fleet }) {
   const u = await utils(url);
   try {
     const identifier = mode === 'noop' ? 'noop' : 'deliver';
@@ -79,7 +110,10 @@ export async function enqueue(url, { mode, n, batch = 1000 }) {
     const t0 = performance.now();
     for (let i = 0; i < n; i += batch) {
       const specs = [];
-      for (let k = i; k < Math.min(n, i + batch); k++) specs.push({ identifier, payload: mode === 'noop' ? { seq: k } : peerPayload(k) });
+      for (let k = i; k < Math.min(n, i + batch); k++) {
+        const payload = mode === 'noop' ? { seq: k } : mode === 'fleet' ? fleetPeerPayload(k, fleet.endpoints) : peerPayload(k);
+        specs.push({ identifier, payload });
+      }
       await u.addJobs(specs);
     }
     const ms = performance.now() - t0;
@@ -112,11 +146,24 @@ export async function openLatency(url) {
   };
 }
 
+/** The fleet's steady phase: `addJob` through WorkerUtils with a pool of `connections`. */
+export async function openFleet(url, { fleet, connections }) {
+  const u = await utils(url, { maxPoolSize: connections });
+  await Promise.all(Array.from({ length: connections }, () => u.withPgClient((c) => c.query('select 1'))));
+  return {
+    enqueue: (seq) => u.addJob('deliver', fleetPeerPayload(seq, fleet.endpoints)),
+    close: () => u.release(),
+  };
+}
+
 // ---------------------------------------------------------------- worker side
 
-export async function prepareWorker({ url, receiverUrl, variant, mode, onHandled }) {
+export async function prepareWorker({ url, receiverUrl, variant, mode, onHandled, concurrency }) {
   const { run } = await import('graphile-worker');
-  const poster = await makeSignedPoster(receiverUrl);
+  // Fleet: one socket per job in flight at most, so no job waits for a local connection (all
+  // endpoints share the receiver's origin).
+  const poster = await makeSignedPoster(receiverUrl, mode === 'fleet' ? { connections: Math.max(64, concurrency) } : {});
+  const options = mode === 'fleet' ? fleetOptions(variant, concurrency) : variants[variant].options;
   const taskList =
     mode === 'noop'
       ? { noop: async () => void onHandled(1) }
@@ -125,7 +172,7 @@ export async function prepareWorker({ url, receiverUrl, variant, mode, onHandled
   return {
     async start() {
       // Its default console logger (per-job "Completed task" lines at info), to stdout = /dev/null.
-      runner = await run({ connectionString: url, noHandleSignals: true, taskList, ...variants[variant].options });
+      runner = await run({ connectionString: url, noHandleSignals: true, taskList, ...options });
     },
     async stop() {
       await runner?.stop();

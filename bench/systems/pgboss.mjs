@@ -2,7 +2,7 @@
 // to enqueue, `work()` with batchSize/pollingIntervalSeconds to work. pg-boss 10 has no LISTEN:
 // workers find jobs by polling, so its latency is about half the polling interval.
 import pg from 'pg';
-import { makeSignedPoster, peerPayload } from '../lib/common.mjs';
+import { fleetPeerPayload, makeSignedPoster, peerPayload } from '../lib/common.mjs';
 
 export const name = 'pgboss';
 const SCHEMA = 'pgboss';
@@ -21,8 +21,16 @@ export const variants = {
 };
 
 export function describe(variant) {
-  return `${variants[variant].workers} x work() with batchSize 200 (each batch POSTed concurrently), pollingIntervalSeconds 0.5`;
+  return `${variants[variant].workers} x work() with batchSize 200 (each batch POSTed concurrently), pollingIntervalSeconds 0.5; fleet: concurrency x work() with batchSize 1`;
 }
+
+/**
+ * The fleet scenario at concurrency C: C work() subscriptions with batchSize 1, polling every 0.5 s.
+ * pg-boss 10 completes or fails a fetched batch as a whole and waits for its slowest job, so one
+ * hanging or failing job in a batch would hold or retry all of it; with batches of one, every job
+ * retries on its own and a hang holds one of C slots, which is what concurrency means for the others.
+ */
+const FLEET_WORK = { batchSize: 1, pollingIntervalSeconds: 0.5 };
 
 async function boss(url, extra = {}) {
   const { default: PgBoss } = await import('pg-boss');
@@ -74,14 +82,16 @@ export async function createTemplate(server, db, { backlog } = {}) {
   }
 }
 
-export async function enqueue(url, { mode, n, batch = 1000 }) {
+export async function enqueue(url, { mode, n, batch = 1000, fleet }) {
   const b = await boss(url, CLIENT_OPTS);
   try {
     const queue = mode === 'noop' ? 'noop' : 'deliver';
     const t0 = performance.now();
     for (let i = 0; i < n; i += batch) {
       const jobs = [];
-      for (let k = i; k < Math.min(n, i + batch); k++) jobs.push({ name: queue, data: mode === 'noop' ? { seq: k } : peerPayload(k) });
+      for (let k = i; k < Math.min(n, i + batch); k++) {
+        jobs.push({ name: queue, data: mode === 'noop' ? { seq: k } : mode === 'fleet' ? fleetPeerPayload(k, fleet.endpoints) : peerPayload(k) });
+      }
       await b.insert(jobs);
     }
     return { ms: performance.now() - t0, ctx: { queue } };
@@ -130,11 +140,21 @@ export async function openLatency(url) {
   };
 }
 
+/** The fleet's steady phase: `send` on a pg-boss client with a pool of `connections`. */
+export async function openFleet(url, { fleet, connections }) {
+  const b = await boss(url, { ...CLIENT_OPTS, max: connections });
+  return {
+    enqueue: (seq) => b.send('deliver', fleetPeerPayload(seq, fleet.endpoints)),
+    close: () => b.stop({ graceful: false, wait: true }),
+  };
+}
+
 // ---------------------------------------------------------------- worker side
 
-export async function prepareWorker({ url, receiverUrl, variant, mode, onHandled }) {
+export async function prepareWorker({ url, receiverUrl, variant, mode, onHandled, concurrency }) {
   const { default: PgBoss } = await import('pg-boss');
-  const poster = await makeSignedPoster(receiverUrl);
+  // Fleet: one socket per job in flight at most (all endpoints share the receiver's origin).
+  const poster = await makeSignedPoster(receiverUrl, mode === 'fleet' ? { connections: Math.max(64, concurrency) } : {});
   const { work: opts, workers } = variants[variant];
   let b = null;
   return {
@@ -142,6 +162,11 @@ export async function prepareWorker({ url, receiverUrl, variant, mode, onHandled
       b = new PgBoss({ connectionString: url });
       b.on('error', (e) => console.error('pg-boss error:', e.message));
       await b.start();
+      if (mode === 'fleet') {
+        // A non-2xx or a timeout throws, so pg-boss fails the job and retries it (its default retryLimit 2, no delay).
+        for (let i = 0; i < concurrency; i++) await b.work('deliver', FLEET_WORK, async ([job]) => poster.post(job.id, job.data));
+        return;
+      }
       for (let i = 0; i < workers; i++) {
         if (mode === 'noop') {
           await b.work('noop', opts, async (jobs) => void onHandled(jobs.length));

@@ -62,8 +62,10 @@ export async function latestAlertId(db: Queryable): Promise<number> {
 
 export interface PumpOptions {
   pool: Queryable;
-  /** Replay alerts after this id; absent: only alerts newer than the newest one now. */
+  /** Replay alerts after this id; absent: start `backlog` alerts back from the newest now. */
   sinceId?: number | undefined;
+  /** Without sinceId: how many of the newest alerts to pass on first, as `tail -f` does. Default 0. */
+  backlog?: number | undefined;
   signal: AbortSignal;
   /** Awaited before the next alert, so a slow consumer is not overrun. */
   onAlert: (alert: AlertView) => void | Promise<void>;
@@ -74,6 +76,13 @@ export interface PumpOptions {
   /** Checked before every read; false ends the follow (e.g. the caller's user was revoked). */
   stillAllowed?: () => Promise<boolean>;
   log?: Logger;
+}
+
+/** Where a follower without sinceId starts: just before the `backlog`-th newest alert (the newest now when 0). */
+async function startingPoint(db: Queryable, backlog: number): Promise<number> {
+  if (backlog === 0) return latestAlertId(db);
+  const recent = await readAlerts(db, { limit: backlog });
+  return recent.length === 0 ? 0 : recent[0]!.id - 1;
 }
 
 /** The follow loop, with wake-ups from any source (one Listener per follower, or one shared by many). */
@@ -90,7 +99,7 @@ export async function pumpAlerts(o: PumpOptions): Promise<void> {
   let errorDelay = 100;
   try {
     // Subscribed first, then the starting point read: an alert committed in between is still seen.
-    let cursor = o.sinceId ?? (await latestAlertId(o.pool));
+    let cursor = o.sinceId ?? (await startingPoint(o.pool, o.backlog ?? 0));
     while (!o.signal.aborted) {
       if (!dirty) {
         await new Promise<void>((resolve) => {
@@ -138,6 +147,8 @@ export interface FollowOptions {
   /** The alerts NOTIFY channel (`channels(schema).alerts`). */
   channel: string;
   sinceId?: number | undefined;
+  /** Without sinceId: how many past alerts to pass on first (`alerts --follow` gives 10). */
+  backlog?: number | undefined;
   signal: AbortSignal;
   onAlert: (alert: AlertView) => void | Promise<void>;
   log?: Logger;
@@ -145,7 +156,7 @@ export interface FollowOptions {
 }
 
 /**
- * `acw-webhooks alerts --follow`: replay from sinceId, then LISTEN and re-read after every NOTIFY
+ * `acw-webhooks alerts --follow`: replay from sinceId (or the last `backlog` alerts), then LISTEN and re-read after every NOTIFY
  * and every reconnect. Resolves when `signal` aborts.
  */
 export async function followAlerts(opts: FollowOptions): Promise<void> {
@@ -162,6 +173,7 @@ export async function followAlerts(opts: FollowOptions): Promise<void> {
     await pumpAlerts({
       pool: opts.pool,
       sinceId: opts.sinceId,
+      backlog: opts.backlog,
       signal: opts.signal,
       onAlert: opts.onAlert,
       subscribe: (w) => {

@@ -3,6 +3,7 @@ import { openDatabase, type Database } from '../db/connect.js';
 import { migrationStatus } from '../db/migrate.js';
 import { createLogger, type Logger } from '../log.js';
 import { ApiError, UsageError } from '../errors.js';
+import { writeLine } from './output.js';
 
 /** Exit codes (README.md#operator-cli): 0 ok, 1 failure, 2 usage or configuration error. */
 export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
@@ -87,8 +88,9 @@ function databaseName(url: string): string {
   }
 }
 
-export function printJson(value: unknown): void {
-  process.stdout.write(`${JSON.stringify(value)}\n`);
+/** One JSON line on stdout; false once stdout is closed (a list stops printing there). */
+export function printJson(value: unknown): boolean {
+  return writeLine(JSON.stringify(value));
 }
 
 /** Read `--data`-style arguments: inline text, `@file`, or `@-` for standard input. */

@@ -10,6 +10,7 @@ import { registerServe } from './commands/serve.js';
 import { registerVerify } from './commands/verify.js';
 import { ApiError } from '../errors.js';
 import { EXIT, ExitError, exitCodeOf } from './context.js';
+import { guardOutput } from './output.js';
 
 export function buildProgram(): Command {
   const program = new Command('acw-webhooks')
@@ -52,6 +53,7 @@ export function buildProgram(): Command {
 
 /** Run the CLI; resolves with the exit code (0 ok, 1 failure, 2 usage or configuration error). */
 export async function main(argv: string[]): Promise<number> {
+  guardOutput();
   const program = buildProgram();
   try {
     await program.parseAsync(argv, { from: 'user' });

@@ -19,6 +19,12 @@ export function createPool(opts: { url: string; size: number; schema: string; lo
   });
   // An idle client that loses its connection must not crash the process; the next query reconnects.
   pool.on('error', (err) => opts.log?.warn({ event: 'db.pool_error', err: err.message }, 'idle database connection failed'));
+  // Nor may a checked-out one between two queries (the pool listens only while a client is idle):
+  // PostgreSQL shutting down or pg_terminate_backend sends its error then, which pg emits as an
+  // 'error' event. The client is unusable from then on: its next query fails, and release() drops it.
+  pool.on('connect', (client) => {
+    client.on('error', (err) => opts.log?.debug({ event: 'db.client_error', err: err.message }, 'database connection failed'));
+  });
   return pool;
 }
 

@@ -81,7 +81,8 @@ const since = z
   });
 
 export const redriveBody = z.strictObject({
-  status: z.literal('dead', { error: 'expected "dead" (only dead jobs can be redriven)' }),
+  // Optional: dead is the only status a redrive takes, so it is the default.
+  status: z.literal('dead', { error: 'expected "dead" (only dead jobs can be redriven)' }).default('dead'),
   topic: topicField.optional(),
   endpoint: text(100).optional(),
   since: since.optional(),

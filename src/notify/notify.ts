@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { ApiError } from '../errors.js';
 import { handoverTransaction, type Handover } from '../queue/handover.js';
 import { fanOut, type FanOutContext, type FanOutResult, type EventRow } from './fan-out.js';
+import { canonicalJson } from './canonical-json.js';
 import type { NotifyInput } from './input.js';
 
 export interface NotifyAnswer {
@@ -13,7 +14,7 @@ export interface NotifyAnswer {
 
 function requestHash(input: NotifyInput): string {
   return createHash('sha256')
-    .update(JSON.stringify([input.topic, input.data, input.recipients ?? []]))
+    .update(canonicalJson([input.topic, input.data, input.recipients ?? []]))
     .digest('hex');
 }
 

@@ -41,6 +41,9 @@ async function deadJob(topic = 'a.b', endpoint = 'default'): Promise<string> {
   return r.rows[0].id;
 }
 
+/** The `n` of each alert a follower printed (its stdout lines; stderr lines are not JSON). */
+const printed = (p: { lines: string[] }) => p.lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l).n as number);
+
 describe('operator CLI', () => {
   it('users add prints the token once, list never shows it, revoke writes audit rows naming who', async () => {
     const add = await cli('users', 'add', 'svc-a', '--role', 'service');
@@ -78,14 +81,14 @@ describe('operator CLI', () => {
     expect(again.stderr).toContain('cancelled');
   });
 
-  it('jobs redrive prints the count as JSON; --dry-run changes nothing', async () => {
+  it('jobs redrive prints the count as JSON; --dry-run changes nothing; --status is optional (dead is the only one)', async () => {
     await deadJob('a.b');
     await deadJob('a.b');
     await deadJob('c.d');
     const dry = await cli('jobs', 'redrive', '--status', 'dead', '--topic', 'a.b', '--dry-run');
     expect(JSON.parse(dry.stdout)).toEqual({ count: 2 });
     expect((await db.pool.query(`select count(*)::int as n from jobs where status = 'dead'`)).rows[0].n).toBe(3);
-    const real = await cli('jobs', 'redrive', '--status', 'dead', '--since', '1h');
+    const real = await cli('jobs', 'redrive', '--since', '1h');
     expect(real.stdout).toBe('{"count":3}\n');
     expect((await db.pool.query(`select count(*)::int as n from jobs where status = 'pending'`)).rows[0].n).toBe(3);
     expect((await cli('jobs', 'redrive', '--status', 'completed')).code).toBe(2);
@@ -109,5 +112,30 @@ describe('operator CLI', () => {
     await p.waitForLine(/22222222/, 5_000);
     expect(await p.stop('SIGTERM')).toBe(0);
     await waitFor(() => p.lines.length >= 2);
+  });
+
+  it('alerts --follow alone starts like tail -f: the last 10, then each new one; --since ID replays from there', async () => {
+    const ins = (n: number) =>
+      db.pool.query(
+        `with a as (insert into audit_log (action, actor, target_type, target_id, details) values ('webhook.dead_letter', 'system', 'job', 'j', $1) returning id)
+         select pg_notify('public.acw_alerts', id::text), id from a`,
+        [{ n }],
+      );
+    const ids: number[] = [];
+    for (let n = 1; n <= 12; n++) ids.push(Number((await ins(n)).rows[0].id));
+    const p = startProc(process.execPath, [BIN, 'alerts', '--follow'], { DATABASE_URL: db.url });
+    procs.push(p);
+    await p.waitForLine(/"n":12/);
+    await ins(13);
+    await p.waitForLine(/"n":13/);
+    // Oldest first, so alert 3 was the first line: nothing older came before it.
+    expect(printed(p)).toEqual([3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+    expect(await p.stop('SIGTERM')).toBe(0);
+
+    const replay = startProc(process.execPath, [BIN, 'alerts', '--follow', '--since', String(ids[0])], { DATABASE_URL: db.url });
+    procs.push(replay);
+    await replay.waitForLine(/"n":13/);
+    expect(printed(replay)).toEqual([2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+    expect(await replay.stop('SIGTERM')).toBe(0);
   });
 });

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import { removeSharedCopies } from '../../src/db/embedded.js';
 import { signAcw } from '../../src/webhook/sign.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
@@ -37,17 +37,42 @@ let rx: Receiver;
 const procs: Proc[] = [];
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'acw-cli-'));
-  db = await createTestDatabase();
   rx = await startReceiver();
 });
 afterAll(async () => {
   await rx.close();
-  await db.drop();
   rmSync(dir, { recursive: true, force: true });
+});
+// Each test its own database and a receiver with no requests from the test before.
+beforeEach(async () => {
+  db = await createTestDatabase();
+  rx.requests.splice(0);
 });
 afterEach(async () => {
   await Promise.all(procs.splice(0).map((p) => p.stop('SIGKILL')));
+  await db.drop();
 });
+
+/**
+ * Stop the embedded PostgreSQL under `dataDir` (by the PID in its postmaster.pid: the server our
+ * SIGKILLed child started) and remove its files under /var/tmp, also when the test fails.
+ */
+function cleanUpEmbedded(dataDir: string): void {
+  onTestFinished(async () => {
+    await Promise.all(procs.splice(0).map((p) => p.stop('SIGKILL')));
+    const pidFile = join(dataDir, 'pg', 'postmaster.pid');
+    const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8').split('\n')[0]) : NaN;
+    if (pid > 0) {
+      try {
+        process.kill(pid, 'SIGINT'); // PostgreSQL's fast shutdown
+        await waitFor(() => !existsSync(pidFile), 30_000);
+      } catch {
+        // Already gone.
+      }
+    }
+    await removeSharedCopies(dataDir);
+  });
+}
 
 function writeConfig(name: string, text: string): string {
   const path = join(dir, name);
@@ -122,7 +147,8 @@ describe('CLI basics', () => {
     }
     expect((await cli(['frobnicate'])).code).toBe(2);
     expect((await cli(['notify'])).code).toBe(2);
-  });
+    // Eleven process starts one after another: 30 s was not enough on a loaded two-core machine.
+  }, 120_000);
 
   it('verify: exit 0 for a good signature, 1 for a tampered body', async () => {
     const body = '{"event_id":"e","topic":"a.b","occurred_at":"2026-01-01T00:00:00.000Z","data":{}}';
@@ -172,11 +198,57 @@ describe('serve and worker processes', () => {
     const address = JSON.parse(line).address as string;
     const health = await fetch(`${address}/healthz`);
     expect(health.status).toBe(200);
-    const before = rx.requests.length;
-    const n = await cli(['notify', 'serve.test', '-c', cfg], { DATABASE_URL: db.url });
+    const n = await cli(['notify', 'serve.test', '--data', '{"mark":"serve-delivers"}', '-c', cfg], { DATABASE_URL: db.url });
     expect(n.code).toBe(0);
-    await waitFor(() => rx.requests.length > before, 10_000);
+    const [id] = JSON.parse(n.stdout).job_ids as string[];
+    // This notify's delivery (its data, to serve's URL) and its job completed: nothing older can pass for it.
+    await waitFor(() => rx.requests.some((r) => r.url === '/serve' && JSON.parse(r.body.toString()).data?.mark === 'serve-delivers'), 10_000);
+    await waitFor(async () => (await db.pool.query('select status from jobs where id = $1', [id])).rows[0]?.status === 'completed', 10_000);
     expect(await p.stop('SIGTERM')).toBe(0);
+  });
+
+  it('SIGTERM while notifies and deliveries are in flight: exit 0, every accepted event kept, no job left running', async () => {
+    const token = 'svc-token-0123456789abcdef0123456789';
+    const cfg = writeConfig(
+      'sigterm.yaml',
+      `server:\n  listen: "127.0.0.1:0"\n  auth: { users: [{ name: svc, role: service, token: "${token}" }] }\njobs: { poll_interval: 200ms, shutdown_grace: 1s }\nnotify:\n  webhook: { url: "${rx.url}/term", secret: s3cret, topics: ["*"] }\n`,
+    );
+    // Deliveries hang: the grace runs out with them in flight, and they must be handed back.
+    rx.setResponder((r) => (r.url === '/term' ? { hang: true } : { status: 200 }));
+    try {
+      const p = startProc(process.execPath, [BIN, 'serve', '-c', cfg], { DATABASE_URL: db.url });
+      procs.push(p);
+      const address = JSON.parse(await p.waitForLine(/service\.listening/)).address as string;
+      const post = (i: number) =>
+        fetch(`${address}/v1/notify`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ topic: 'term.test', data: { i } }),
+        }).then(
+          async (r) => ({ status: r.status, body: (await r.json().catch(() => null)) as { event_id?: string } | null }),
+          () => ({ status: 0, body: null }),
+        );
+      const early = await Promise.all(Array.from({ length: 5 }, (_, i) => post(i)));
+      expect(early.map((r) => r.status)).toEqual([202, 202, 202, 202, 202]);
+      await rx.waitForRequests(3, 15_000);
+      // More notifies on their way while the signal lands.
+      const late = Array.from({ length: 20 }, (_, i) => post(100 + i));
+      p.child.kill('SIGTERM');
+      const answers = [...early, ...(await Promise.all(late))];
+      expect(await p.exited).toBe(0);
+      // Nothing refused with a 5xx other than 503 (unavailable while stopping), and every 202 kept.
+      expect(answers.filter((a) => a.status >= 500 && a.status !== 503)).toEqual([]);
+      const accepted = answers.filter((a) => a.status === 202).map((a) => a.body!.event_id!);
+      const stored = (await db.pool.query<{ id: string }>('select id from events')).rows.map((r) => r.id);
+      expect(stored).toEqual(expect.arrayContaining(accepted));
+      expect((await db.pool.query(`select count(*)::int as n from jobs where event_id = any($1::uuid[])`, [accepted])).rows[0].n).toBe(accepted.length);
+      const jobs = (await db.pool.query<{ status: string; n: number }>(`select status, count(*)::int as n from jobs group by 1`)).rows;
+      expect(jobs.filter((j) => j.status === 'running')).toEqual([]);
+      // Handed back unspent: the hanging deliveries cost no attempt.
+      expect((await db.pool.query(`select count(*)::int as n from jobs where status = 'pending' and attempts > 0`)).rows[0].n).toBe(0);
+    } finally {
+      rx.setResponder(() => ({ status: 200 }));
+    }
   });
 
   it('kill -9 during delivery, then a restart: the job is delivered and none is left running', async () => {
@@ -208,6 +280,7 @@ describe('serve and worker processes', () => {
 
   it('the last process using embedded PostgreSQL stops it, not the one that started it', async () => {
     const dataDir = join(dir, 'data-shared');
+    cleanUpEmbedded(dataDir);
     const cfg = writeConfig('shared.yaml', `database: { data_dir: "${dataDir}" }\nserver: { listen: "127.0.0.1:0" }\n`);
     const pidFile = join(dataDir, 'pg', 'postmaster.pid');
     // migrate starts the server and, as its only user, stops it again.
@@ -232,11 +305,11 @@ describe('serve and worker processes', () => {
     // serve is the last one: it stops the server it attached to.
     expect(await serve.stop('SIGTERM')).toBe(0);
     await waitFor(() => !existsSync(pidFile), 15_000);
-    await removeSharedCopies(dataDir);
   }, 120_000);
 
   it('with no database URL, serve starts embedded PostgreSQL and other commands attach to it', async () => {
     const dataDir = join(dir, 'data');
+    cleanUpEmbedded(dataDir);
     const cfg = writeConfig('embedded.yaml', `database: { data_dir: "${dataDir}" }\nserver: { listen: "127.0.0.1:0" }\n`);
     // An empty DATABASE_URL counts as unset, even when the suite runs against an external server.
     const p = startProc(process.execPath, [BIN, 'serve', '-c', cfg], { DATABASE_URL: '' });
@@ -249,7 +322,7 @@ describe('serve and worker processes', () => {
     expect(JSON.parse(n.stdout)).toMatchObject({ job_ids: [], skipped: 'no_matching_endpoint' });
     expect(await p.stop('SIGTERM')).toBe(0);
     await waitFor(() => !existsSync(join(dataDir, 'pg', 'postmaster.pid')), 10_000);
-    // As root below a private temp dir, the cluster lives under /var/tmp behind a symlink: remove it too.
-    await removeSharedCopies(dataDir);
+    // As root below a private temp dir, the cluster lives under /var/tmp behind a symlink:
+    // cleanUpEmbedded removes it.
   }, 90_000);
 });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AcwError, createClient, type NotifyClient, type NotifyResult } from '../../src/client.js';
 import { createTestClient } from '../../src/testing.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-import { makeUser, startApi, type Api } from '../http/api.js';
+import { makeUser, startApi, type Api } from '../helpers/api.js';
 
 // The HTTP client against a real service, and the in-memory test client beside it: the same calls
 // must get the same answers (ids aside), replays and refusals included.

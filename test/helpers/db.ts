@@ -18,7 +18,7 @@ function withDatabase(url: string, db: string): string {
 /** A fresh database for one test file: a copy of the migrated template (fast), dropped afterwards. */
 export async function createTestDatabase(opts: { migrated?: boolean } = {}): Promise<TestDatabase> {
   const adminUrl = inject('pgAdminUrl');
-  const name = `acw_t_${randomBytes(6).toString('hex')}`;
+  const name = `${inject('pgRunPrefix')}${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   try {

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,10 +11,43 @@ declare module 'vitest' {
   export interface ProvidedContext {
     pgAdminUrl: string;
     pgTemplate: string;
+    /** Prefix of this run's per-file database names (see test/helpers/db.ts). */
+    pgRunPrefix: string;
   }
 }
 
-export const TEMPLATE = 'acw_test_template';
+/**
+ * Every database a run makes is named `acw_t_<run>_…`, `<run>` being its start time in base 36 and
+ * a random part: two runs sharing a DATABASE_URL never collide, and the start time says how old a
+ * database left by a crashed run is.
+ */
+export const DB_PREFIX = 'acw_t_';
+const STALE_MS = 60 * 60_000;
+
+function runId(): string {
+  return `${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
+}
+
+/** The start time written in a test database's name, or undefined for a name not made here. */
+export function startedAt(name: string): number | undefined {
+  const m = new RegExp(`^${DB_PREFIX}([0-9a-z]+)_`).exec(name);
+  return m ? parseInt(m[1]!, 36) : undefined;
+}
+
+/** Drop test databases left by earlier runs: older than an hour and with no connection open. */
+export async function dropStale(admin: pg.Client): Promise<void> {
+  const res = await admin.query<{ datname: string }>(
+    `select datname from pg_database d
+      where starts_with(datname, $1) and not exists (select 1 from pg_stat_activity a where a.datname = d.datname)`,
+    [DB_PREFIX],
+  );
+  for (const { datname } of res.rows) {
+    const at = startedAt(datname);
+    if (at === undefined || Date.now() - at < STALE_MS) continue;
+    // A database another run opens right now is left for next time.
+    await admin.query(`drop database if exists "${datname}"`).catch(() => undefined);
+  }
+}
 
 function withDatabase(url: string, db: string): string {
   const u = new URL(url);
@@ -34,17 +68,33 @@ export default async function setup(project: TestProject): Promise<() => Promise
     handle = await startEmbeddedPostgres(dir);
     adminUrl = handle.url;
   }
+  const prefix = `${DB_PREFIX}${runId()}_`;
+  const template = `${prefix}template`;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
-  await admin.query(`drop database if exists ${TEMPLATE}`);
-  await admin.query(`create database ${TEMPLATE}`);
+  await dropStale(admin);
+  await admin.query(`create database ${template}`);
   await admin.end();
-  const pool = new pg.Pool({ connectionString: withDatabase(adminUrl, TEMPLATE), max: 2 });
+  const pool = new pg.Pool({ connectionString: withDatabase(adminUrl, template), max: 2 });
   await migrate(pool, { schema: 'public' });
   await pool.end();
   project.provide('pgAdminUrl', adminUrl);
-  project.provide('pgTemplate', TEMPLATE);
+  project.provide('pgTemplate', template);
+  project.provide('pgRunPrefix', prefix);
+  const url = adminUrl;
   return async () => {
+    if (!handle) {
+      // A shared server outlives the run: drop what this run made (a file's database that a
+      // failing test left behind included).
+      const c = new pg.Client({ connectionString: url });
+      await c.connect();
+      try {
+        const left = await c.query<{ datname: string }>(`select datname from pg_database where starts_with(datname, $1)`, [prefix]);
+        for (const { datname } of left.rows) await c.query(`drop database if exists "${datname}" with (force)`);
+      } finally {
+        await c.end();
+      }
+    }
     await handle?.stop();
     if (dir) {
       // Run as root from a private directory (a CI clone), the cluster and a copy of the binaries

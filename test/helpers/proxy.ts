@@ -2,15 +2,19 @@ import { createServer, connect, type Socket } from 'node:net';
 
 /**
  * A TCP proxy in front of PostgreSQL, to make a real database outage: `cut(ms)` drops every
- * connection and refuses new ones for that long.
+ * connection and refuses new ones for that long. `hold()` keeps the server's answers back (the
+ * statements still run) until `release()`: a query that has done its work but not yet returned.
  */
 export async function startProxy(target: { host: string; port: number }): Promise<{
   port: number;
   cut(ms: number): Promise<void>;
+  hold(): void;
+  release(): void;
   close(): Promise<void>;
 }> {
   const sockets = new Set<Socket>();
   let down = false;
+  let held: Array<() => void> | null = null;
   const server = createServer((client) => {
     if (down) {
       client.destroy();
@@ -28,7 +32,10 @@ export async function startProxy(target: { host: string; port: number }): Promis
     client.on('error', drop).on('close', drop);
     upstream.on('error', drop).on('close', drop);
     client.pipe(upstream);
-    upstream.pipe(client);
+    upstream.on('data', (chunk: Buffer) => {
+      if (held) held.push(() => client.write(chunk));
+      else client.write(chunk);
+    });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const addr = server.address();
@@ -41,6 +48,14 @@ export async function startProxy(target: { host: string; port: number }): Promis
       sockets.clear();
       await new Promise((r) => setTimeout(r, ms));
       down = false;
+    },
+    hold: () => {
+      held ??= [];
+    },
+    release: () => {
+      const queued = held ?? [];
+      held = null;
+      for (const send of queued) send();
     },
     close: async () => {
       for (const s of sockets) s.destroy();

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
-import { call, insertJob, makeUser, startApi, type Api } from './api.js';
+import { call, insertJob, makeUser, startApi, type Api } from '../helpers/api.js';
 
 let db: TestDatabase;
 let rx: Receiver;

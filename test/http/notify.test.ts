@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
-import { call, makeUser, rowCounts, startApi, type Api } from './api.js';
+import { call, makeUser, rowCounts, startApi, type Api } from '../helpers/api.js';
 
 let db: TestDatabase;
 let rx: Receiver;
@@ -71,6 +71,20 @@ describe('POST /v1/notify', () => {
     expect(res.status).toBe(409);
     expect(res.body.error).toMatchObject({ code: 'idempotency_conflict', details: { field: 'idempotency_key' } });
     expect(await rowCounts(db.pool)).toEqual(before);
+  });
+
+  it('the same data with its keys in another order, at any depth, is the same request: a 200 replay, not a 409', async () => {
+    const first = await notify({ topic: 'workspace.sync_failed', data: { a: 1, b: { x: [1, { p: 1, q: 2 }], y: 2 } }, idempotency_key: 'k-order' });
+    expect(first.status).toBe(202);
+    await settled();
+    const before = await rowCounts(db.pool);
+    const again = await notify({ idempotency_key: 'k-order', data: { b: { y: 2, x: [1, { q: 2, p: 1 }] }, a: 1 }, topic: 'workspace.sync_failed' });
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ event_id: first.body.event_id, job_ids: first.body.job_ids });
+    expect(await rowCounts(db.pool)).toEqual(before);
+    // Array order is data: the same items in another order are a different request.
+    const swapped = await notify({ topic: 'workspace.sync_failed', data: { a: 1, b: { x: [{ p: 1, q: 2 }, 1], y: 2 } }, idempotency_key: 'k-order' });
+    expect(swapped.status).toBe(409);
   });
 
   it('keys belong to the user: another user may use the same key', async () => {
@@ -143,6 +157,37 @@ describe('POST /v1/notify/batch', () => {
     expect(res.status).toBe(400);
     expect(res.body.error.details.field).toBe('events[2].recipients');
     expect(await rowCounts(db.pool)).toEqual(before);
+  });
+
+  it('a key used before with other data, inside a batch: a 409 naming that event, and the whole batch rolls back', async () => {
+    await notify({ topic: 'workspace.sync_failed', data: { n: 1 }, idempotency_key: 'k-batch' });
+    await settled();
+    const before = await rowCounts(db.pool);
+    const events = [ev(0), { topic: 'workspace.sync_failed', data: { n: 2 }, idempotency_key: 'k-batch' }, ev(2)];
+    const res = await call(api.url, 'POST', '/v1/notify/batch', { token: svcToken, body: { events } });
+    expect(res.status).toBe(409);
+    expect(res.body.error).toMatchObject({ code: 'idempotency_conflict', details: { field: 'events[1].idempotency_key' } });
+    expect(await rowCounts(db.pool)).toEqual(before);
+  });
+
+  it('one key twice in a batch with different data: a 409 naming the later event, and nothing written', async () => {
+    const before = await rowCounts(db.pool);
+    const events = [
+      { topic: 'workspace.a', data: { n: 1 }, idempotency_key: 'k-twice' },
+      { topic: 'workspace.a', data: { n: 2 }, idempotency_key: 'k-twice' },
+    ];
+    const res = await call(api.url, 'POST', '/v1/notify/batch', { token: svcToken, body: { events } });
+    expect(res.status).toBe(409);
+    expect(res.body.error).toMatchObject({ code: 'idempotency_conflict', details: { field: 'events[1].idempotency_key' } });
+    expect(await rowCounts(db.pool)).toEqual(before);
+  });
+
+  it('one key twice in a batch with the same data: one event, and both results carry its answer', async () => {
+    const e = { topic: 'workspace.a', data: { n: 1 }, idempotency_key: 'k-same' };
+    const res = await call(api.url, 'POST', '/v1/notify/batch', { token: svcToken, body: { events: [e, { ...e }] } });
+    expect(res.status).toBe(202);
+    expect(res.body.results[1]).toMatchObject({ event_id: res.body.results[0].event_id, job_ids: res.body.results[0].job_ids });
+    expect((await db.pool.query(`select count(*)::int as n from events where idempotency_key = 'k-same'`)).rows[0].n).toBe(1);
   });
 
   it('more than 1000 events is a 400 naming events', async () => {

@@ -8,7 +8,7 @@ import { OutboxPump } from '../../src/notify/outbox-pump.js';
 import { handoverTransaction } from '../../src/queue/handover.js';
 import { webhookJobId, WEBHOOK_JOB } from '../../src/webhook/job.js';
 import { notifyMany } from '../../src/outbox.js';
-import { WorkerPool, type JobHandler } from '../../src/queue/worker.js';
+import { WorkerPool, type JobHandler, type WorkerPoolOptions } from '../../src/queue/worker.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
 
@@ -44,7 +44,10 @@ const endpoint = (name: string, cap: number): Endpoint =>
     scheme: 'acw',
   }) as unknown as Endpoint;
 
-async function startPool(handler: JobHandler, opts: { concurrency?: number; caps?: Map<string, number> } = {}): Promise<WorkerPool> {
+async function startPool(
+  handler: JobHandler,
+  opts: { concurrency?: number; caps?: Map<string, number>; onFinished?: WorkerPoolOptions['onFinished'] } = {},
+): Promise<WorkerPool> {
   const wp = new WorkerPool({
     pool: db.pool,
     url: db.url,
@@ -56,6 +59,7 @@ async function startPool(handler: JobHandler, opts: { concurrency?: number; caps
     shutdownGraceMs: 500,
     retry: { base: 20, max: 200, jitter: 0 },
     endpointLimits: () => opts.caps ?? new Map([['a', 100]]),
+    ...(opts.onFinished ? { onFinished: opts.onFinished } : {}),
   });
   await wp.start();
   stops.push(() => wp.stop());
@@ -84,15 +88,27 @@ async function insertEvents(n: number): Promise<EventRow[]> {
   return res.rows;
 }
 
-/** Counts NOTIFYs on the jobs channel. */
-async function listenJobs(): Promise<{ count: () => number }> {
+/**
+ * Counts NOTIFYs on the jobs channel. `fence()` sends one of its own and resolves, once it
+ * arrives, with the payloads that came before it: PostgreSQL delivers notifications in commit
+ * order, so anything committed earlier has arrived by then (no sleep needed to say "none came").
+ */
+async function listenJobs(): Promise<{ count: () => number; fence: () => Promise<string[]> }> {
   const c = new pg.Client({ connectionString: db.url });
   await c.connect();
-  let n = 0;
-  c.on('notification', () => n++);
+  const payloads: string[] = [];
+  c.on('notification', (m) => payloads.push(m.payload ?? ''));
   await c.query(`listen "${JOBS_CH}"`);
   stops.push(() => c.end());
-  return { count: () => n };
+  return {
+    count: () => payloads.filter((p) => !p.startsWith('fence-')).length,
+    fence: async () => {
+      const mark = `fence-${Math.random().toString(36).slice(2)}`;
+      await db.pool.query('select pg_notify($1, $2)', [JOBS_CH, mark]);
+      await waitFor(() => payloads.includes(mark), 5_000);
+      return payloads.slice(0, payloads.indexOf(mark)).filter((p) => !p.startsWith('fence-'));
+    },
+  };
 }
 
 const rows = async () =>
@@ -114,8 +130,7 @@ describe('claim on dispatch', () => {
     expect(pool.inFlight).toBe(3);
     const r = await rows();
     expect(r.map((x) => [x.status, x.locked_by, x.attempts])).toEqual(Array.from({ length: 3 }, () => ['running', pool.workerId, 1]));
-    await new Promise((res) => setTimeout(res, 100));
-    expect(notes.count()).toBe(0);
+    expect(await notes.fence()).toEqual([]);
     release.forEach((f) => f());
     await waitFor(async () => (await rows()).every((x) => x.status === 'completed'), 5_000);
   });
@@ -126,20 +141,14 @@ describe('claim on dispatch', () => {
       ['a', 2],
       ['b', 10],
     ]);
-    // Counted where the cap applies, in the pool's handlers: the database's `running` rows lag behind
-    // (a finished job stays `running` until its outcome is written, while its slot is free already).
-    const active = new Map<string | null, number>();
-    let maxA = 0;
+    // Counted in the handler itself: every moment, not samples of the table.
+    const a = { now: 0, max: 0 };
     const pool = await startPool(
-      (job) => {
-        active.set(job.endpoint, (active.get(job.endpoint) ?? 0) + 1);
-        maxA = Math.max(maxA, active.get('a') ?? 0);
-        return new Promise<void>((r) =>
-          release.push(() => {
-            active.set(job.endpoint, (active.get(job.endpoint) ?? 0) - 1);
-            r();
-          }),
-        );
+      async (job) => {
+        const isA = job.endpoint === 'a';
+        if (isA) a.max = Math.max(a.max, ++a.now);
+        await new Promise<void>((r) => release.push(r));
+        if (isA) a.now--;
       },
       { concurrency: 5, caps },
     );
@@ -154,15 +163,11 @@ describe('claim on dispatch', () => {
     expect(r.filter((x) => x.status === 'pending').length).toBe(3);
     await waitFor(() => notes.count() === 1, 2_000);
     // Finishing everything lets the pool claim the pending ones; never more than 2 of a at once.
-    const deadline = Date.now() + 5_000;
-    while (Date.now() < deadline) {
-      const now = await rows();
-      if (now.every((x) => x.status === 'completed')) break;
+    await waitFor(async () => {
       release.splice(0).forEach((f) => f());
-      await new Promise((res) => setTimeout(res, 20));
-    }
-    expect((await rows()).every((x) => x.status === 'completed')).toBe(true);
-    expect(maxA).toBeLessThanOrEqual(2);
+      return (await rows()).every((x) => x.status === 'completed');
+    }, 10_000);
+    expect(a.max).toBe(2);
   });
 
   it('a rolled-back dispatch writes nothing and gives every reserved slot back', async () => {
@@ -272,12 +277,14 @@ describe('the same job id again', () => {
     const release: Array<() => void> = [];
     const signals: AbortSignal[] = [];
     const caps = new Map([['a', 2]]);
+    /** Whether each outcome write changed the row, in the order written. */
+    const written: boolean[] = [];
     const pool = await startPool(
       (_job, { signal }) => {
         signals.push(signal);
         return new Promise<void>((r) => release.push(r));
       },
-      { caps },
+      { caps, onFinished: (_f, changed) => void written.push(changed) },
     );
     const ctx = context([endpoint('a', 2)], pool);
     const evs = await insertEvents(1);
@@ -292,7 +299,8 @@ describe('the same job id again', () => {
     expect(signals[0]!.aborted).toBe(true);
     expect(signals[1]!.aborted).toBe(false);
     release.shift()!(); // the older run ends: its guarded write changes nothing
-    await new Promise((r) => setTimeout(r, 200));
+    await waitFor(() => written.length === 1, 5_000);
+    expect(written).toEqual([false]);
     expect((await rows())[0]!.status).toBe('running');
     release.shift()!();
     await waitFor(async () => (await rows())[0]!.status === 'completed', 5_000);

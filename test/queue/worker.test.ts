@@ -162,14 +162,83 @@ describe('worker pool', () => {
     }
   });
 
+  it('a database outage longer than the lease loses the lease during the outage, and the attempt is handed back unspent', async () => {
+    const u = new URL(db.url);
+    const proxy = await startProxy({ host: u.hostname, port: Number(u.port) });
+    const pu = new URL(db.url);
+    pu.port = String(proxy.port);
+    const pool = createPool({ url: pu.toString(), size: 4, schema: 'public' });
+    try {
+      let aborted = false;
+      const { wp, events } = startPool(
+        {
+          t: async (_j, { signal }) =>
+            sleep(60_000, signal).catch((err: unknown) => {
+              aborted = true;
+              throw err;
+            }),
+        },
+        { pool, url: pu.toString(), leaseMs: 1_000 },
+      );
+      await wp.start();
+      await enqueueJobs(db.pool, [{ type: 't', payload: {}, maxAttempts: 3 }], CH);
+      await waitFor(async () => (await statuses()).running === 1);
+      // Down for six leases: the lease must be judged lost while the database is still away (a
+      // renewal after it comes back would otherwise still match the row and revive the lease).
+      let back = false;
+      const outage = proxy.cut(6_000).then(() => (back = true));
+      await waitFor(() => aborted, 10_000);
+      expect(back).toBe(false);
+      expect(events('job.lease_lost').map((l) => l.why)).toEqual(['lease expired while the database was unreachable']);
+      await outage;
+      await wp.stop();
+      // Cut short by the lost lease, the attempt is handed back unspent, not failed.
+      expect((await db.pool.query('select status, attempts from jobs')).rows).toEqual([{ status: 'pending', attempts: 0 }]);
+      expect(events('job.fail_retry')).toEqual([]);
+    } finally {
+      await pool.end();
+      await proxy.close();
+    }
+  });
+
+  it('an outcome write that fails (database away) is logged as job.write_error and written once it is back', async () => {
+    const u = new URL(db.url);
+    const proxy = await startProxy({ host: u.hostname, port: Number(u.port) });
+    const pu = new URL(db.url);
+    pu.port = String(proxy.port);
+    const pool = createPool({ url: pu.toString(), size: 4, schema: 'public' });
+    try {
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const { wp, events } = startPool({ t: async () => gate }, { pool, url: pu.toString() });
+      await wp.start();
+      await enqueueJobs(db.pool, [{ type: 't', payload: {}, maxAttempts: 3 }], CH);
+      await waitFor(async () => (await statuses()).running === 1);
+      const outage = proxy.cut(1_500);
+      release();
+      await waitFor(() => events('job.write_error').length > 0, 10_000);
+      expect((await statuses()).running).toBe(1);
+      await outage;
+      await waitFor(async () => (await statuses()).completed === 1, 15_000);
+      expect((await db.pool.query('select attempts from jobs')).rows[0].attempts).toBe(1);
+      expect(events('job.completed')).toHaveLength(1);
+      await wp.stop();
+    } finally {
+      await pool.end();
+      await proxy.close();
+    }
+  });
+
   it('graceful shutdown: finished jobs complete, the rest are aborted and handed back unspent', async () => {
+    // The quick jobs finish the moment the stop begins (inside the grace whatever the load); the
+    // slow ones only when aborted.
+    let stopBegan!: () => void;
+    const stopping = new Promise<void>((r) => (stopBegan = r));
     const { wp, events } = startPool(
       {
-        quick: async (_j, { signal }) => sleep(100, signal),
+        quick: async () => stopping,
         slow: async (_j, { signal }) => sleep(60_000, signal),
       },
-      // Far above the quick jobs' 100 ms, so a loaded machine (CI runs files in parallel) cannot
-      // push them past the grace.
       { shutdownGraceMs: 1_500 },
     );
     await wp.start();
@@ -182,13 +251,74 @@ describe('worker pool', () => {
       CH,
     );
     await waitFor(async () => (await statuses()).running === 6);
-    await wp.stop();
+    const stopped = wp.stop();
+    stopBegan();
+    await stopped;
     const rows = (await db.pool.query(`select type, status, attempts from jobs order by type`)).rows;
     // Whole rows, so a failure shows what the quick jobs came to.
     expect(rows.filter((r) => r.type === 'quick')).toEqual(Array.from({ length: 3 }, () => ({ type: 'quick', status: 'completed', attempts: 1 })));
     expect(rows.filter((r) => r.type === 'slow')).toEqual(Array.from({ length: 3 }, () => ({ type: 'slow', status: 'pending', attempts: 0 })));
     expect(events('jobs.module.shutdown_timeout')).toHaveLength(1);
   });
+
+  it('a claim that returns after the stop began hands its jobs straight back, unrun and unspent', async () => {
+    const u = new URL(db.url);
+    const proxy = await startProxy({ host: u.hostname, port: Number(u.port) });
+    const pu = new URL(db.url);
+    pu.port = String(proxy.port);
+    const pool = createPool({ url: pu.toString(), size: 4, schema: 'public' });
+    try {
+      let ran = false;
+      const { wp } = startPool({ t: async () => void (ran = true) }, { pool, url: pu.toString() });
+      await wp.start();
+      await waitFor(() => !wp.claiming);
+      await enqueueJobs(db.pool, [{ type: 't', payload: {}, maxAttempts: 3 }], CH);
+      // The claim runs in the database, but its answer is held back...
+      proxy.hold();
+      wp.wake(true);
+      await waitFor(async () => (await statuses()).running === 1);
+      // ...until the stop has begun.
+      const stopped = wp.stop();
+      proxy.release();
+      await stopped;
+      expect(ran).toBe(false);
+      expect((await db.pool.query('select status, attempts from jobs')).rows).toEqual([{ status: 'pending', attempts: 0 }]);
+    } finally {
+      proxy.release();
+      await pool.end();
+      await proxy.close();
+    }
+  });
+
+  it('stop does not wait for ever on outcomes it cannot write: after its drain timeout it logs job.write_error and returns', async () => {
+    const u = new URL(db.url);
+    const proxy = await startProxy({ host: u.hostname, port: Number(u.port) });
+    const pu = new URL(db.url);
+    pu.port = String(proxy.port);
+    const pool = createPool({ url: pu.toString(), size: 4, schema: 'public' });
+    try {
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const { wp, events } = startPool({ t: async () => gate }, { pool, url: pu.toString() });
+      await wp.start();
+      await enqueueJobs(db.pool, [{ type: 't', payload: {}, maxAttempts: 3 }], CH);
+      await waitFor(async () => (await statuses()).running === 1);
+      // Away for longer than stop's 10 s drain timeout (src/queue/worker.ts).
+      let back = false;
+      const outage = proxy.cut(12_000).then(() => (back = true));
+      release();
+      await waitFor(() => events('job.write_error').length > 0, 10_000);
+      await wp.stop();
+      expect(back, 'stop returned while the database was still away').toBe(false);
+      expect(events('job.write_error').at(-1)).toMatchObject({ jobs: 1, msg: 'could not write every outcome before stopping' });
+      // Left running, for the reaper to hand back.
+      expect((await db.pool.query('select status from jobs')).rows).toEqual([{ status: 'running' }]);
+      await outage;
+    } finally {
+      await pool.end();
+      await proxy.close();
+    }
+  }, 40_000);
 
   it('a handler that ignores the abort is still handed back at shutdown', async () => {
     const { wp } = startPool({ stuck: () => new Promise(() => undefined) }, { shutdownGraceMs: 100 });

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { notifyNow } from '../../src/notify/notify.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
@@ -9,6 +9,9 @@ beforeAll(async () => {
   db = await createTestDatabase();
 });
 afterAll(async () => db.drop());
+beforeEach(async () => {
+  await db.pool.query('truncate jobs, webhook_attempts, events, notifications, audit_log, users cascade');
+});
 
 describe('service', () => {
   it('jobs.enabled: false starts neither dispatcher, scheduler nor workers', async () => {
@@ -21,15 +24,17 @@ describe('service', () => {
     try {
       expect(svc.workers).toBeNull();
       expect(svc.outboxPump).toBeNull();
+      // The application's runner was never registered (a registered one could be run by name).
+      await expect(svc.scheduler.runNow('never')).rejects.toThrow(/no runner named never/);
       const ans = await notifyNow(svc.db.pool, { topic: 'a.b', data: {} }, 't', svc.fanOutContext);
       expect(ans.body.job_ids).toHaveLength(1);
-      await new Promise((r) => setTimeout(r, 300));
-      expect((await db.pool.query('select status from jobs')).rows).toEqual([{ status: 'pending' }]);
-      expect(ran).toEqual([]);
       expect(events('jobs.disabled')).toHaveLength(1);
     } finally {
       await svc.stop();
     }
+    // Stopped, the service will do nothing more: what it did not do by now, it never does (no sleep).
+    expect((await db.pool.query('select status, attempts from jobs')).rows).toEqual([{ status: 'pending', attempts: 0 }]);
+    expect(ran).toEqual([]);
   });
 
   it('runs an embedding application\'s own job handlers and periodic runners beside the built-in ones', async () => {

@@ -10,7 +10,7 @@ import { buildHeaders, type SignatureScheme } from '../../src/webhook/sign.js';
 import { buildBody } from '../../src/webhook/job.js';
 import { rawHeaderObject, startReceiver, type ReceivedRequest, type Receiver } from '../helpers/receiver.js';
 
-const SEED_003 = fileURLToPath(new URL('./fixtures/seed003_verify.py', import.meta.url));
+const SEED_003 = fileURLToPath(new URL('../helpers/seed003_verify.py', import.meta.url));
 const ACW_SECRET = 'interop-acw-secret-🔑';
 const WHSEC = `whsec_${Buffer.from('interop-standard-key-0123456789').toString('base64')}`;
 const JOB = '9a0e6f0c-5b7d-4f2e-8c1a-2b3c4d5e6f70';

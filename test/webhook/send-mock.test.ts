@@ -77,11 +77,10 @@ describe('sendWebhook with a mocked endpoint', () => {
   });
 
   it('times out a slow endpoint as a retryable timeout', async () => {
+    // Answered late, a 200 would be `delivered`: the timeout outcome is the proof it fired first.
     agent.get(ORIGIN).intercept({ path: '/in', method: 'POST' }).reply(200, 'late').delay(2_000);
-    const started = Date.now();
     const res = await send(agent, { timeoutMs: 100 });
     expect(res.outcome).toMatchObject({ kind: 'retry', errorKind: 'timeout' });
-    expect(Date.now() - started).toBeLessThan(1_000);
   });
 
   it.each([

@@ -44,47 +44,44 @@ describe('sendWebhook against a real receiver', () => {
     expect(req?.rawHeaders).toContain('X-ACW-Topic');
   });
 
-  it('times out a receiver that never answers within timeoutMs plus slack', async () => {
+  it('times out a receiver that never answers, not before timeoutMs', async () => {
     receiver.setResponder(() => ({ hang: true }));
     const started = Date.now();
+    // The receiver never answers: only the timeout can end this (a missing one hangs the test).
     const res = await send({ timeoutMs: 300 });
-    const took = Date.now() - started;
     expect(res.outcome).toMatchObject({ kind: 'retry', errorKind: 'timeout' });
-    expect(took).toBeGreaterThanOrEqual(290);
-    expect(took).toBeLessThan(1_300);
-    expect(res.durationMs).toBeLessThan(1_300);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+    expect(res.durationMs).toBeGreaterThanOrEqual(290);
   });
 
   it('a 2xx whose body then stalls is delivered (the receiver took it), within the timeout, keeping what was read', async () => {
     receiver.setResponder(() => ({ status: 200, hangAfterHeaders: true, body: 'partial' }));
-    const started = Date.now();
+    // The body never ends: only the timeout ends the read, and the 2xx stands.
     const res = await send({ timeoutMs: 300 });
     expect(res.outcome).toEqual({ kind: 'delivered', status: 200 });
-    expect(Date.now() - started).toBeLessThan(1_300);
+    expect(res.responseBody).toBe('partial');
   });
 
   it('a 5xx whose body stalls times out as a retry, keeping the status', async () => {
     receiver.setResponder(() => ({ status: 503, hangAfterHeaders: true, body: 'partial' }));
-    const started = Date.now();
     const res = await send({ timeoutMs: 300 });
     expect(res.outcome).toMatchObject({ kind: 'retry', errorKind: 'timeout', status: 503 });
-    expect(Date.now() - started).toBeLessThan(1_300);
   });
 
   it('does not follow a 302: the receiver sees exactly one request', async () => {
     receiver.setResponder((req) => (req.url === '/hook' ? { status: 302, headers: { location: `${receiver.url}/moved` } } : { status: 200 }));
     const res = await send();
     expect(res.outcome).toMatchObject({ kind: 'permanent', status: 302, errorKind: 'redirect' });
-    await new Promise((r) => setTimeout(r, 100));
+    // No sleep needed: a followed redirect is sent, and recorded here, before send() could resolve.
     expect(receiver.requests.map((r) => r.url)).toEqual(['/hook']);
   });
 
-  it('truncates a 10 MB response body to 4 KiB and returns quickly', async () => {
-    receiver.setResponder(() => ({ status: 500, body: Buffer.alloc(10 * 1024 * 1024, 'x') }));
-    const res = await send();
-    expect(res.outcome).toMatchObject({ kind: 'retry', status: 500 });
+  it('truncates a 10 MB response body to 4 KiB and does not read the rest', async () => {
+    // 10 MB, and then the body never ends: reading past the first 4 KiB would end in a timeout.
+    receiver.setResponder(() => ({ status: 500, hangAfterHeaders: true, body: Buffer.alloc(10 * 1024 * 1024, 'x') }));
+    const res = await send({ timeoutMs: 20_000 });
+    expect(res.outcome).toMatchObject({ kind: 'retry', status: 500, errorKind: 'http_status' });
     expect(res.responseBody).toBe('x'.repeat(4096));
-    expect(res.durationMs).toBeLessThan(1_000);
   });
 
   it('removes NUL bytes from the kept response body', async () => {
@@ -97,12 +94,11 @@ describe('sendWebhook against a real receiver', () => {
   it('reports a caller abort (shutdown, lease lost) as aborted, not timeout', async () => {
     receiver.setResponder(() => ({ hang: true }));
     const ctl = new AbortController();
-    setTimeout(() => ctl.abort(new Error('lease lost')), 100);
-    const started = Date.now();
-    const res = await send({ timeoutMs: 5_000, signal: ctl.signal });
+    void receiver.waitForRequests(1).then(() => ctl.abort(new Error('lease lost')));
+    // The timeout is longer than the test's: only the abort can end this.
+    const res = await send({ timeoutMs: 60_000, signal: ctl.signal });
     expect(res.outcome).toMatchObject({ kind: 'retry', errorKind: 'aborted' });
     expect(res.outcome.kind !== 'delivered' && res.outcome.message).toContain('lease lost');
-    expect(Date.now() - started).toBeLessThan(1_000);
   });
 
   it('leaves no abort listener on a long-lived caller signal', async () => {

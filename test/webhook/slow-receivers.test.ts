@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { enqueueJobs } from '../../src/queue/transitions.js';
 import { WEBHOOK_JOB, buildBody, type DeliverPayload } from '../../src/webhook/job.js';
-import { call, makeUser, startApi } from '../http/api.js';
+import { call, makeUser, startApi } from '../helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';

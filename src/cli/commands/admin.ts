@@ -15,6 +15,7 @@ import { parseDuration } from '../../config/index.js';
 import { channels } from '../../db/sql.js';
 import type { Logger } from '../../log.js';
 import { EXIT, ExitError, printJson, readConfig, withDatabase, type GlobalOptions } from '../context.js';
+import { watchForStop } from '../stop.js';
 
 /** Operator commands act as this principal in audit_log: the OS user running them. */
 function actor(): string {
@@ -55,7 +56,7 @@ export function registerJobs(program: Command): void {
       const limit = positiveInt(o.limit, '--limit');
       await admin(o, async ({ pool }) => {
         const page = await listJobs(pool, { status: o.status, type: o.type, topic: o.topic, endpoint: o.endpoint, event_id: o.eventId, limit });
-        for (const j of page.items) printJson(j);
+        for (const j of page.items) if (!printJson(j)) break;
       });
     });
   jobs
@@ -89,14 +90,14 @@ export function registerJobs(program: Command): void {
   jobs
     .command('redrive')
     .description('re-queue dead jobs matching the filter; prints {"count": N} (with --dry-run: how many match)')
-    .requiredOption('--status <status>', 'only "dead"')
+    .option('--status <status>', 'only "dead", the default')
     .option('--since <duration>', 'only jobs that went dead within this long, e.g. 1h')
     .option('--topic <topic>', 'event topic')
     .option('--endpoint <name>', 'endpoint name')
     .option('--dry-run', 'count only; change nothing')
     .option('-c, --config <file>', 'config file')
-    .action(async (o: GlobalOptions & { status: string; since?: string; topic?: string; endpoint?: string; dryRun?: boolean }) => {
-      if (o.status !== 'dead') throw new ExitError(EXIT.usage, `--status: only "dead" jobs can be redriven, got ${JSON.stringify(o.status)}`);
+    .action(async (o: GlobalOptions & { status?: string; since?: string; topic?: string; endpoint?: string; dryRun?: boolean }) => {
+      if (o.status !== undefined && o.status !== 'dead') throw new ExitError(EXIT.usage, `--status: only "dead" jobs can be redriven, got ${JSON.stringify(o.status)}`);
       let since: Date | undefined;
       if (o.since !== undefined) {
         try {
@@ -130,7 +131,7 @@ export function registerUsers(program: Command): void {
     .option('-c, --config <file>', 'config file')
     .action(async (o: GlobalOptions) => {
       await admin(o, async ({ pool }) => {
-        for (const u of await listUsers(pool)) printJson(u);
+        for (const u of await listUsers(pool)) if (!printJson(u)) break;
       });
     });
   users
@@ -143,29 +144,46 @@ export function registerUsers(program: Command): void {
     });
 }
 
+/** `alerts` prints the newest 50; `alerts --follow` starts like `tail -f`, with the last 10. */
+const LIST_DEFAULT = 50;
+const TAIL_DEFAULT = 10;
+
 export function registerAlerts(program: Command): void {
   program
     .command('alerts')
-    .description('dead-letter alerts as JSON lines: recent ones, or --follow to keep listening')
-    .option('--follow', 'keep printing alerts as they happen, until interrupted')
-    .option('--since <id>', 'only alerts after this audit id (replays what was missed)')
-    .option('--limit <n>', 'without --follow: at most this many (the newest, or the first after --since; max 1000)', '50')
+    .description('dead-letter alerts as JSON lines: the newest ones, or --follow to print the last 10 and keep listening (like tail -f)')
+    .option('--follow', 'print the last alerts (10, or --limit), then each new one as it happens, until interrupted')
+    .option('--since <id>', 'start after this alert id instead (replays every alert after it, with or without --follow)')
+    .option('--limit <n>', `how many past alerts: without --follow the newest ${LIST_DEFAULT} (or the first after --since; max 1000), with --follow the last ${TAIL_DEFAULT}`)
     .option('-c, --config <file>', 'config file')
-    .action(async (o: GlobalOptions & { follow?: boolean; since?: string; limit: string }) => {
+    .action(async (o: GlobalOptions & { follow?: boolean; since?: string; limit?: string }) => {
       const since = o.since === undefined ? undefined : Number(o.since);
       if (since !== undefined && (!Number.isInteger(since) || since < 0)) throw new ExitError(EXIT.usage, `--since: expected an alert id, got ${JSON.stringify(o.since)}`);
-      const limit = positiveInt(o.limit, '--limit');
+      const limit = o.limit === undefined ? undefined : positiveInt(o.limit, '--limit');
+      if (limit !== undefined && limit > 1000) throw new ExitError(EXIT.usage, `--limit: at most 1000, got ${limit}`);
       await admin(o, async ({ pool, url, alertsChannel, log }) => {
         if (!o.follow) {
-          for (const a of await readAlerts(pool, { sinceId: since, limit })) printJson(a);
+          for (const a of await readAlerts(pool, { sinceId: since, limit: limit ?? LIST_DEFAULT })) if (!printJson(a)) break;
           return;
         }
-        const ctl = new AbortController();
-        const stop = () => ctl.abort();
-        process.once('SIGINT', stop);
-        process.once('SIGTERM', stop);
-        // Its log (stderr, warn and up) says when the database is lost and while it retries.
-        await followAlerts({ pool, url, channel: alertsChannel, sinceId: since, signal: ctl.signal, onAlert: (a) => printJson(a), log });
+        // SIGINT/SIGTERM, the parent exiting (npx) or a closed stdout (`| head`) end the follow,
+        // and the database (an embedded server included) is closed as after any command.
+        const stop = watchForStop({ onStdoutClosed: true });
+        try {
+          // Its log (stderr, warn and up) says when the database is lost and while it retries.
+          await followAlerts({
+            pool,
+            url,
+            channel: alertsChannel,
+            sinceId: since,
+            backlog: limit ?? TAIL_DEFAULT,
+            signal: stop.signal,
+            onAlert: (a) => void printJson(a),
+            log,
+          });
+        } finally {
+          stop.dispose();
+        }
       });
     });
 }

@@ -1,10 +1,11 @@
 import type { Command } from 'commander';
 import { parseListen, type Config } from '../../config/index.js';
 import { createHttpServer, listenHttp } from '../../http/server.js';
-import { createLogger } from '../../log.js';
+import { createLogger, type Logger } from '../../log.js';
 import { tuneHeapForService } from '../../runtime.js';
 import { Service } from '../../service.js';
 import { EXIT, ExitError, readConfig, type GlobalOptions } from '../context.js';
+import { watchForStop, type StopWatch } from '../stop.js';
 
 interface ServeOptions extends GlobalOptions {
   listen?: string;
@@ -12,13 +13,25 @@ interface ServeOptions extends GlobalOptions {
 
 /**
  * `serve` (API + dispatcher + workers + runners) and `worker` (the same without the API; only
- * /healthz /readyz /metrics). Both run until SIGINT/SIGTERM, then shut down gracefully and exit 0.
+ * /healthz /readyz /metrics). Both run until SIGINT/SIGTERM or until the process that started
+ * them exits (see stop.ts), then shut down gracefully and exit 0.
  */
 async function run(mode: 'serve' | 'worker', o: ServeOptions): Promise<void> {
   const config = withListen(readConfig(o), o.listen);
   const listen = config.server.listen;
   const log = createLogger({ level: config.log.level });
   tuneHeapForService();
+  // Watching from before the start: a SIGTERM while the database starts must not kill us by
+  // Node's default action and leave the embedded PostgreSQL we just started behind.
+  const stop = watchForStop();
+  try {
+    await serveUntilStopped(mode, config, listen, log, stop);
+  } finally {
+    stop.dispose();
+  }
+}
+
+async function serveUntilStopped(mode: 'serve' | 'worker', config: Config, listen: string, log: Logger, stop: StopWatch): Promise<void> {
   const svc = await Service.start({ config, log });
   let app;
   try {
@@ -30,11 +43,8 @@ async function run(mode: 'serve' | 'worker', o: ServeOptions): Promise<void> {
     await svc.stop();
     throw new ExitError(EXIT.failure, `cannot listen on ${listen}: ${(err as Error).message}`);
   }
-  const signal = await new Promise<NodeJS.Signals>((resolve) => {
-    process.once('SIGINT', () => resolve('SIGINT'));
-    process.once('SIGTERM', () => resolve('SIGTERM'));
-  });
-  log.info({ event: 'service.stopping', signal }, 'shutting down');
+  const reason = await stop.requested;
+  log.info({ event: 'service.stopping', ...(reason === 'parent_exited' ? { reason } : { signal: reason }) }, 'shutting down');
   // Stop taking requests and stop claiming at once; the database closes after both.
   await Promise.all([app.close(), svc.stopWork()]);
   await svc.stop();

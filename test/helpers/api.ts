@@ -1,12 +1,12 @@
-// Fixtures for the HTTP tests: a real service + Fastify server on 127.0.0.1:0, users with tokens, a small client.
+// For the HTTP tests: a real service + Fastify server on 127.0.0.1:0, users with tokens, a small client.
 import { request as httpRequest } from 'node:http';
 import type pg from 'pg';
 import type { FastifyInstance } from 'fastify';
 import { createHttpServer, listenHttp } from '../../src/http/server.js';
 import type { Service, ServiceOptions } from '../../src/service.js';
 import { hashToken, newToken } from '../../src/users.js';
-import type { TestDatabase } from '../helpers/db.js';
-import { merge, startTestService } from '../helpers/service.js';
+import type { TestDatabase } from './db.js';
+import { merge, startTestService } from './service.js';
 
 export interface Api {
   svc: Service;
