@@ -49,7 +49,7 @@ try {
   const claimCapture = capture();
   await claimJobs(claimCapture, { workerId: 'explain:1:x', limit: LIMIT, leaseMs: 300_000, types: ['webhook.deliver'] });
   const slotsCapture = capture();
-  await claimJobs(slotsCapture, { workerId: 'explain:1:x', limit: LIMIT, leaseMs: 300_000, types: ['webhook.deliver'], slots: new Map([['default', LIMIT]]) });
+  await claimJobs(slotsCapture, { workerId: 'explain:1:x', limit: LIMIT, leaseMs: 300_000, types: ['webhook.deliver'], plan: { workers: 0, deliveries: LIMIT, total: LIMIT, endpoints: new Map([['default', LIMIT]]) } });
 
   const client = new pg.Client({ connectionString: url });
   await client.connect();

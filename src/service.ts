@@ -15,9 +15,10 @@ import { enqueueJobs, unparkJobs } from './queue/transitions.js';
 import type { NewJob } from './queue/types.js';
 import { WorkerPool, type JobHandler } from './queue/worker.js';
 import { createDeliverHandler, logAttempt } from './webhook/deliver.js';
+import { AdaptiveLimits } from './webhook/adaptive-limits.js';
 import { deadLetterHook } from './webhook/dead-letter.js';
 import { WEBHOOK_JOB } from './webhook/job.js';
-import { createDeliveryAgent } from './webhook/send.js';
+import { EndpointAgents } from './webhook/agents.js';
 import { bootstrapUsers } from './users.js';
 import { principalOfTokenHash } from './admin/users.js';
 import { TokenCache, type TokenCacheOptions } from './admin/token-cache.js';
@@ -28,7 +29,7 @@ export interface ServiceOptions {
   /** Extra job handlers and periodic runners of an embedding application. */
   handlers?: Record<string, JobHandler>;
   runners?: PeriodicRunner[];
-  /** The HTTP agent deliveries go through (an undici Dispatcher; tests pass a MockAgent). */
+  /** One HTTP agent for every endpoint's deliveries (an undici Dispatcher; tests pass a MockAgent). Default: a pool per endpoint. */
   httpAgent?: Dispatcher;
   /** An already open database (tests); otherwise opened from the config. */
   database?: Database;
@@ -53,9 +54,12 @@ export class Service {
   outboxPump: OutboxPump | null = null;
   private endpointList: readonly Endpoint[];
   private endpointMap: ReadonlyMap<string, Endpoint>;
-  private endpointCaps: ReadonlyMap<string, number>;
-  private readonly agent: Dispatcher;
-  private readonly ownsAgent: boolean;
+  /** Each endpoint's in-flight limit in this process: max_in_flight, lowered while it fails. */
+  readonly limits: AdaptiveLimits;
+  /** The endpoint's HTTP agent for an attempt: its own pool, or `httpAgent` when one was given. */
+  private readonly agentFor: (ep: Endpoint) => Dispatcher;
+  /** The per-endpoint pools (null when `httpAgent` was given), closed at stop. */
+  private readonly agents: EndpointAgents | null;
   private stopping: Promise<void> | null = null;
   private stoppingWork: Promise<void> | null = null;
   private tokens: TokenCache | null = null;
@@ -69,10 +73,17 @@ export class Service {
     this.channels = channels(opts.config.database.schema);
     this.endpointList = resolveEndpoints(opts.config);
     this.endpointMap = new Map(this.endpointList.map((e) => [e.name, e]));
-    this.endpointCaps = new Map(this.endpointList.map((e) => [e.name, e.max_in_flight]));
     this.tokenCacheOptions = opts.tokenCache ?? {};
-    this.ownsAgent = !opts.httpAgent;
-    this.agent = opts.httpAgent ?? createDeliveryAgent();
+    this.limits = new AdaptiveLimits({ endpoints: () => this.endpointMap, log: this.log });
+    const shared = opts.httpAgent;
+    if (shared) {
+      this.agents = null;
+      this.agentFor = () => shared;
+    } else {
+      const agents = new EndpointAgents();
+      this.agents = agents;
+      this.agentFor = (ep) => agents.agentFor(ep);
+    }
     const cfg = opts.config;
     this.fanOutContext = {
       endpoints: () => this.endpointList,
@@ -185,19 +196,24 @@ export class Service {
         ...opts.handlers,
         [WEBHOOK_JOB]: createDeliverHandler({
           endpoints: () => this.endpointMap,
-          agent: this.agent,
+          agentFor: this.agentFor,
           recheckMs: Math.min(j.retry.base, 60_000),
           recheckMaxMs: j.retry.max,
           log,
         }),
       },
       concurrency: j.workers,
+      deliveries: cfg.notify.webhook.max_in_flight_total,
       leaseMs: j.job_reaper.lease_timeout,
       pollMs: j.poll_interval,
       shutdownGraceMs: j.shutdown_grace,
       retry: j.retry,
       onDead,
-      endpointLimits: () => this.endpointCaps,
+      endpointLimits: () => this.limits.caps(),
+      degraded: (ep) => this.limits.isDegraded(ep),
+      onOutcome: (job, out) => {
+        if (job.endpoint !== null && job.type === WEBHOOK_JOB) this.limits.observe(job.endpoint, out);
+      },
       log,
       onFinished: (f, changed, next) => {
         logAttempt(log, f, changed, next);
@@ -226,11 +242,11 @@ export class Service {
     return this.stoppingWork;
   }
 
-  /** stopWork(), then close the delivery agent and the database (stopping an embedded server we started). */
+  /** stopWork(), then close the delivery pools and the database (stopping an embedded server we started). */
   async stop(): Promise<void> {
     this.stopping ??= (async () => {
       await this.stopWork();
-      if (this.ownsAgent) await (this.agent as { close?: () => Promise<void> }).close?.();
+      await this.agents?.close();
       this.tokens?.close();
       await this.tokensListener?.close();
       await this.db.close();

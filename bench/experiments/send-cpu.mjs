@@ -52,13 +52,16 @@ if (role === '--receiver') {
   const { createLogger } = await imp('log.js');
   const { pino } = await import('pino');
   const log = createLogger({ level: 'info', destination: pino.destination({ dest: openSync(process.env.SEND_CPU_LOG ?? '/dev/null', 'a'), sync: false }) });
-  const agent = createDeliveryAgent({ connections: C });
   const endpoint = {
     name: 'bench', url: `http://127.0.0.1:${port}/hook`, secret: 'bench-secret-0123456789', topics: ['*'],
-    timeout: 10_000, max_in_flight: 1000, scheme: 'acw', headers: { 'x-tenant': 'bench' }, enabled: true,
+    timeout: 10_000, connect_timeout: 5_000, max_in_flight: C, scheme: 'acw', headers: { 'x-tenant': 'bench' }, enabled: true,
   };
   const endpoints = new Map([['bench', endpoint]]);
-  const handler = createDeliverHandler({ endpoints: () => endpoints, agent, recheckMs: 1000, log });
+  // Builds with webhook/agents.js send through the endpoint's own pool (as the service does); older ones through one agent.
+  const { EndpointAgents } = await import(pathToFileURL(resolve(dist, 'webhook/agents.js')).href).catch(() => ({}));
+  const agent = EndpointAgents ? new EndpointAgents() : createDeliveryAgent({ connections: C });
+  const agentFor = EndpointAgents ? (ep) => agent.agentFor(ep) : () => agent;
+  const handler = createDeliverHandler({ endpoints: () => endpoints, agent, agentFor, recheckMs: 1000, log });
   const body = JSON.stringify({ event_id: '00000000-0000-4000-8000-000000000000', topic: 'bench.event', occurred_at: new Date().toISOString(), data: { n: 1, text: 'x'.repeat(200) } });
   let seq = 0;
   let failed = 0;

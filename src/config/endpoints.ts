@@ -8,8 +8,10 @@ export interface Endpoint {
   readonly secret: string;
   /** Whitelist: exact topics, `prefix.*`, `*` (see topics.ts). */
   readonly topics: readonly string[];
-  /** Per-attempt timeout in milliseconds. */
+  /** Per-attempt timeout in milliseconds, from when the request goes out on a connection. */
   readonly timeout: number;
+  /** Connect (TCP, TLS) timeout in milliseconds, at most `timeout`. */
+  readonly connect_timeout: number;
   readonly max_in_flight: number;
   readonly scheme: Scheme;
   readonly headers: Readonly<Record<string, string>>;
@@ -18,6 +20,9 @@ export interface Endpoint {
 }
 
 export const DEFAULT_ENDPOINT = 'default';
+
+/** The connect timeout when none is configured, or the endpoint's timeout where that is shorter. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 
 /** The top-level form as `default` (when its url is set), then `endpoints`, with inherited values filled in. */
 export function resolveEndpoints(config: Config): Endpoint[] {
@@ -30,6 +35,7 @@ export function resolveEndpoints(config: Config): Endpoint[] {
       secret: w.secret,
       topics: w.topics,
       timeout: w.timeout,
+      connect_timeout: w.connect_timeout ?? Math.min(DEFAULT_CONNECT_TIMEOUT_MS, w.timeout),
       max_in_flight: w.max_in_flight,
       scheme: w.scheme,
       headers: w.headers,
@@ -37,12 +43,14 @@ export function resolveEndpoints(config: Config): Endpoint[] {
     });
   }
   for (const ep of w.endpoints) {
+    const timeout = ep.timeout ?? w.timeout;
     out.push({
       name: ep.name,
       url: ep.url,
       secret: ep.secret,
       topics: ep.topics,
-      timeout: ep.timeout ?? w.timeout,
+      timeout,
+      connect_timeout: ep.connect_timeout ?? w.connect_timeout ?? Math.min(DEFAULT_CONNECT_TIMEOUT_MS, timeout),
       max_in_flight: ep.max_in_flight ?? w.max_in_flight,
       scheme: ep.scheme,
       headers: ep.headers,

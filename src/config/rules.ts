@@ -14,6 +14,7 @@ export function isObject(v: unknown): v is Obj {
 }
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+const num = (v: unknown): number | undefined => (typeof v === 'number' ? v : undefined);
 
 // Standard Webhooks keys are `whsec_` + padded base64 (the reference libraries reject bad padding).
 const WHSEC = /^whsec_((?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?)$/;
@@ -63,8 +64,15 @@ export function checkWebhook(w: unknown, add: AddIssue): void {
   const hasDefault = (str(w['url']) ?? '') !== '';
   if (hasDefault) checkSecret(w, add);
   const endpoints = Array.isArray(w['endpoints']) ? (w['endpoints'] as unknown[]) : [];
+  // An endpoint's own cap above the whole budget could never be reached: a sign of a mix-up.
+  const total = w['max_in_flight_total'];
+  const overBudget = (v: unknown): boolean => typeof total === 'number' && total >= 1 && total <= 100_000 && typeof v === 'number' && v > total;
+  const budgetMessage = (v: unknown) => `must not exceed notify.webhook.max_in_flight_total (${String(total)}), got ${String(v)}`;
+  if (overBudget(w['max_in_flight'])) add(['max_in_flight'], budgetMessage(w['max_in_flight']));
+  checkConnectTimeouts(w, endpoints, add);
   const seen = new Map<string, number>();
   endpoints.forEach((ep, i) => {
+    if (isObject(ep) && overBudget(ep['max_in_flight'])) add(['endpoints', i, 'max_in_flight'], budgetMessage(ep['max_in_flight']));
     const name = isObject(ep) ? str(ep['name']) : undefined;
     if (name === undefined) return;
     const first = seen.get(name);
@@ -72,6 +80,33 @@ export function checkWebhook(w: unknown, add: AddIssue): void {
     else seen.set(name, i);
     if (name === 'default' && hasDefault) {
       add(['endpoints', i, 'name'], '"default" is reserved for the endpoint given by notify.webhook.url');
+    }
+  });
+}
+
+/**
+ * A connect timeout given (here or inherited from `notify.webhook.connect_timeout`) cannot exceed
+ * the timeout of the endpoint it applies to. An unset one is 5s or the timeout if shorter.
+ */
+function checkConnectTimeouts(w: Obj, endpoints: unknown[], add: AddIssue): void {
+  const timeout = num(w['timeout']);
+  const connect = num(w['connect_timeout']);
+  if (connect !== undefined && timeout !== undefined && connect > timeout) {
+    add(['connect_timeout'], `must not exceed notify.webhook.timeout (${formatDuration(timeout)}), got ${formatDuration(connect)}`);
+  }
+  endpoints.forEach((ep, i) => {
+    if (!isObject(ep)) return;
+    const own = num(ep['connect_timeout']);
+    const limit = num(ep['timeout']) ?? timeout;
+    if (limit === undefined) return;
+    if (own !== undefined && own > limit) {
+      add(['endpoints', i, 'connect_timeout'], `must not exceed this endpoint's timeout (${formatDuration(limit)}), got ${formatDuration(own)}`);
+    } else if (own === undefined && connect !== undefined && connect > limit) {
+      add(
+        ['endpoints', i, 'connect_timeout'],
+        `unset, so notify.webhook.connect_timeout (${formatDuration(connect)}) applies, which exceeds this endpoint's timeout ` +
+          `(${formatDuration(limit)}): set one of at most ${formatDuration(limit)}`,
+      );
     }
   });
 }

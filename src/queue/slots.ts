@@ -1,35 +1,64 @@
 import type { ClaimedJob } from './types.js';
 
+/** The most jobs one claim takes, so a big backlog does not open thousands of sockets at once. */
+export const CLAIM_MAX = 200;
+
+export interface SlotLimits {
+  /** Jobs with no endpoint (application handlers) in flight: `jobs.workers`. */
+  workers: number;
+  /**
+   * Jobs with an endpoint (webhook deliveries) in flight: `notify.webhook.max_in_flight_total`.
+   * Absent: deliveries share `workers` (one budget for every job, as a bare WorkerPool has).
+   */
+  deliveries?: number | undefined;
+  /** Per-endpoint caps now (each endpoint's max_in_flight, lowered while it fails); read at every claim. */
+  caps?: (() => ReadonlyMap<string, number>) | undefined;
+  /**
+   * Endpoints whose cap has dropped below their configured max_in_flight (they have been failing).
+   * Together they get at most half of the delivery budget, so failing receivers cannot crowd out
+   * healthy ones however many of them there are.
+   */
+  degraded?: ((endpoint: string) => boolean) | undefined;
+}
+
+/** What one claim may take: application jobs, deliveries overall and per endpoint, and in all. */
+export interface ClaimPlan {
+  workers: number;
+  deliveries: number;
+  /** Both kinds together (with one shared budget, less than workers + deliveries). */
+  total: number;
+  /** Free slots per endpoint; undefined without caps (any endpoint, up to `deliveries`). */
+  endpoints: Map<string, number> | undefined;
+}
+
 /**
- * A worker pool's slot accounting: how many jobs it holds, overall and per endpoint (what
- * `max_in_flight` caps), the slots reserved for jobs being inserted as running (claim on
- * dispatch), and the slots an in-flight claim may fill, which a reservation must keep off.
+ * A worker pool's slot accounting: jobs held (running, or reserved for a job being inserted as
+ * running by claim on dispatch), by budget and per endpoint, and the slots an in-flight claim may
+ * fill, which a reservation must keep off.
  */
-export class SlotLedger {
-  /** Jobs running or reserved, per endpoint. */
+export class SlotBudget {
+  private apps = 0;
+  private deliveries = 0;
   private readonly perEndpoint = new Map<string, number>();
-  /** Slots taken by reserve() and not yet adopted or given back. */
-  private reservedCount = 0;
-  /** While a claim is in flight: the slots it may fill, overall and per endpoint. */
-  private claimingFree = 0;
-  private claimingSlots: ReadonlyMap<string, number> | undefined;
+  private claim: ClaimPlan | null = null;
 
-  constructor(
-    private readonly concurrency: number,
-    private readonly limits: (() => ReadonlyMap<string, number>) | undefined,
-  ) {}
+  constructor(private readonly limits: SlotLimits) {}
 
-  get reserved(): number {
-    return this.reservedCount;
+  private get shared(): boolean {
+    return this.limits.deliveries === undefined;
+  }
+
+  private get deliveryCap(): number {
+    return this.limits.deliveries ?? this.limits.workers;
   }
 
   get claiming(): boolean {
-    return this.claimingFree > 0;
+    return this.claim !== null;
   }
 
-  /** Slots a new claim may fill, given how many jobs are running. */
-  free(running: number): number {
-    return this.concurrency - running - this.reservedCount;
+  /** Jobs held now, either budget. */
+  get held(): number {
+    return this.apps + this.deliveries;
   }
 
   used(endpoint: string): number {
@@ -38,66 +67,101 @@ export class SlotLedger {
 
   /** The cap of an endpoint configured here, if any. */
   cap(endpoint: string): number | undefined {
-    return this.limits?.().get(endpoint);
+    return this.limits.caps?.().get(endpoint);
   }
 
-  /** One slot for a job about to be inserted as running, if overall and endpoint room allow. */
-  reserve(endpoint: string | null, running: number): boolean {
-    if (running + this.reservedCount + this.claimingFree >= this.concurrency) return false;
-    if (endpoint !== null) {
-      const cap = this.cap(endpoint);
-      const used = this.used(endpoint);
-      if (cap === undefined || used + Math.max(0, this.claimingSlots?.get(endpoint) ?? 0) >= cap) return false;
-      this.perEndpoint.set(endpoint, used + 1);
-    }
-    this.reservedCount++;
-    return true;
+  private freeWorkers(): number {
+    return this.shared ? this.limits.workers - this.apps - this.deliveries : this.limits.workers - this.apps;
   }
 
-  /** A reserved slot whose job was not written after all. */
-  unreserve(endpoint: string | null): void {
-    this.reservedCount--;
-    if (endpoint !== null) this.drop(endpoint);
+  private freeDeliveries(): number {
+    return this.shared ? this.freeWorkers() : this.deliveryCap - this.deliveries;
   }
 
-  /** A reserved slot whose job now runs (its endpoint stays counted). */
-  adopted(): void {
-    this.reservedCount--;
+  /** Slots held now by the endpoints degraded now. */
+  private degradedUsed(): number {
+    const degraded = this.limits.degraded;
+    if (!degraded) return 0;
+    let n = 0;
+    for (const [ep, used] of this.perEndpoint) if (degraded(ep)) n += used;
+    return n;
   }
 
-  /** A claimed job starts (adopted ones were counted at reserve()). */
-  take(endpoint: string): void {
-    this.perEndpoint.set(endpoint, this.used(endpoint) + 1);
-  }
-
-  drop(endpoint: string): void {
-    const n = this.used(endpoint) - 1;
-    if (n <= 0) this.perEndpoint.delete(endpoint);
-    else this.perEndpoint.set(endpoint, n);
-  }
-
-  beginClaim(free: number): void {
-    this.claimingFree = free;
+  /** Is there room for a claim at all? */
+  hasRoom(): boolean {
+    return this.freeWorkers() > 0 || this.freeDeliveries() > 0;
   }
 
   /**
-   * Free slots per endpoint for the claim under way: the configured caps, plus uncapped `unknown`
-   * endpoints (pending here but not configured). Recorded in the same tick as the snapshot, so a
-   * reservation can never fill a slot this claim may fill too. Undefined without caps.
+   * Start a claim: what it may take, recorded in the same tick, so a reservation can never fill a
+   * slot this claim may fill too. `unknown` endpoints (pending here but not configured) are offered
+   * uncapped, within the delivery budget.
    */
-  claimSlots(unknown: readonly string[]): Map<string, number> | undefined {
-    const limits = this.limits?.();
-    if (!limits) return undefined;
-    const out = new Map<string, number>();
-    for (const [ep, max] of limits) out.set(ep, max - this.used(ep));
-    for (const ep of unknown) out.set(ep, this.concurrency);
-    this.claimingSlots = out;
-    return out;
+  beginClaim(unknown: readonly string[]): ClaimPlan {
+    const workers = Math.max(0, Math.min(CLAIM_MAX, this.freeWorkers()));
+    const deliveries = Math.max(0, Math.min(CLAIM_MAX, this.freeDeliveries()));
+    const total = this.shared ? workers : Math.min(CLAIM_MAX, workers + deliveries);
+    const caps = this.limits.caps?.();
+    let endpoints: Map<string, number> | undefined;
+    if (caps) {
+      endpoints = new Map();
+      let degradedRoom = Math.floor(this.deliveryCap / 2) - this.degradedUsed();
+      for (const [ep, max] of caps) {
+        let n = Math.max(0, max - this.used(ep));
+        if (n > 0 && this.limits.degraded?.(ep)) {
+          n = Math.max(0, Math.min(n, degradedRoom));
+          degradedRoom -= n;
+        }
+        endpoints.set(ep, Math.min(n, deliveries));
+      }
+      for (const ep of unknown) if (!caps.has(ep)) endpoints.set(ep, deliveries);
+    }
+    this.claim = { workers, deliveries, total, endpoints };
+    return this.claim;
   }
 
   endClaim(): void {
-    this.claimingFree = 0;
-    this.claimingSlots = undefined;
+    this.claim = null;
+  }
+
+  /** One slot for a job about to be inserted as running, if its budget and its endpoint allow. */
+  reserve(endpoint: string | null): boolean {
+    const c = this.claim;
+    // Keep off what the claim under way may still fill.
+    const pending = (kind: number): number => (c ? (this.shared ? c.total : kind) : 0);
+    if (endpoint === null) {
+      if (this.freeWorkers() - pending(c?.workers ?? 0) <= 0) return false;
+      this.take(null);
+      return true;
+    }
+    if (this.freeDeliveries() - pending(c?.deliveries ?? 0) <= 0) return false;
+    const cap = this.cap(endpoint);
+    if (cap === undefined || this.used(endpoint) + Math.max(0, c?.endpoints?.get(endpoint) ?? 0) >= cap) return false;
+    if (this.limits.degraded?.(endpoint) && this.degradedUsed() >= Math.floor(this.deliveryCap / 2)) return false;
+    this.take(endpoint);
+    return true;
+  }
+
+  /** A job starts holding a slot (a claimed one, or a reservation). */
+  take(endpoint: string | null): void {
+    if (endpoint === null) {
+      this.apps++;
+      return;
+    }
+    this.deliveries++;
+    this.perEndpoint.set(endpoint, this.used(endpoint) + 1);
+  }
+
+  /** A job stops holding its slot (finished, handed back, or a reservation not written). */
+  drop(endpoint: string | null): void {
+    if (endpoint === null) {
+      this.apps--;
+      return;
+    }
+    this.deliveries--;
+    const n = this.used(endpoint) - 1;
+    if (n <= 0) this.perEndpoint.delete(endpoint);
+    else this.perEndpoint.set(endpoint, n);
   }
 }
 

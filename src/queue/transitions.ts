@@ -4,6 +4,7 @@ import { attemptArrays } from './attempt-rows.js';
 import { ATTEMPTS_SPENT, CLEAR_LEASE, JOB_COLUMNS, NOT_SKIPPED, RETURNING, SET_RUNNING, redriveWhere } from './job-rows.js';
 import { dbToLocal, toClaimed, toDead, toHeldJob, type ClaimRow, type InsertRow, type TransitionRow } from './job-rows.js';
 import type { JobRow, ReapedRow, RedriveMatch } from './job-rows.js';
+import type { ClaimPlan } from './slots.js';
 import type { AttemptRecord, ClaimedJob, DeadHook, DeadReason, Held, NewJob } from './types.js';
 
 /**
@@ -23,16 +24,15 @@ import type { AttemptRecord, ClaimedJob, DeadHook, DeadReason, Held, NewJob } fr
 
 export interface ClaimOptions {
   workerId: string;
-  limit: number;
   leaseMs: number;
   types?: readonly string[];
+  /** Without a plan: any due job, oldest first, at most this many. */
+  limit?: number;
   /**
-   * Per-endpoint free slots. When given, only these endpoints (and, with `unkeyed`, jobs with no
-   * endpoint) are claimed; an endpoint at 0 is skipped without reading its backlog.
+   * What a worker pool may take (SlotBudget.beginClaim). With per-endpoint slots, only those
+   * endpoints are read (an endpoint at 0 is skipped without reading its backlog), round-robin.
    */
-  slots?: ReadonlyMap<string, number>;
-  /** With `slots`: also claim jobs that have no endpoint (default true). */
-  unkeyed?: boolean;
+  plan?: ClaimPlan;
 }
 
 /**
@@ -47,38 +47,44 @@ const CLAIM_SQL = `with due as (
   update jobs j set ${SET_RUNNING} where j.id = any(array(select id from due)) returning ${RETURNING}`;
 
 /**
- * Per-endpoint slots: each endpoint with free slots is read from its own range of the
+ * Per-endpoint slots, fair: each endpoint with free slots is read from its own range of the
  * `(endpoint, run_at, id)` index, at most its free slots, so a capped endpoint's backlog is never
- * walked; jobs without an endpoint come from their own partial index. The oldest of those
- * candidates win; the rest are unlocked again when the statement ends.
+ * walked; candidates are then taken round-robin (every endpoint's oldest first, then every
+ * endpoint's second...), so a stuck endpoint's old backlog cannot go ahead of a healthy endpoint's
+ * new jobs. Deliveries are bounded by $3, jobs without an endpoint (from their own partial index)
+ * by $7, both together by $8. Candidates not chosen are unlocked when the statement ends.
  */
-const CLAIM_SLOTS_SQL = `with eps as (select ep, n from unnest($5::text[], $6::int[]) s(ep, n) where n > 0),
+const CLAIM_FAIR_SQL = `with eps as (select ep, n from unnest($5::text[], $6::int[]) s(ep, n) where n > 0),
   by_endpoint as (
-    select d.id, d.run_at from eps cross join lateral (
+    select d.id, d.run_at, row_number() over (partition by eps.ep order by d.run_at, d.id) as rn from eps cross join lateral (
       select id, run_at from jobs
       where status = 'pending' and endpoint = eps.ep and run_at <= now() and ($4::text[] is null or type = any($4::text[]))
       order by run_at, id limit least(eps.n, $3) for update skip locked) d),
+  fair as (select id, run_at, rn from by_endpoint order by rn, run_at, id limit $3),
   unkeyed as (
-    select id, run_at from jobs
-    where $7 and status = 'pending' and endpoint is null and run_at <= now() and ($4::text[] is null or type = any($4::text[]))
-    order by run_at, id limit $3 for update skip locked),
-  chosen as (select id from (select * from by_endpoint union all select * from unkeyed) c order by run_at, id limit $3)
+    select u.id, u.run_at, row_number() over (order by u.run_at, u.id) as rn from (
+      select id, run_at from jobs
+      where $7::int > 0 and status = 'pending' and endpoint is null and run_at <= now() and ($4::text[] is null or type = any($4::text[]))
+      order by run_at, id limit $7 for update skip locked) u),
+  chosen as (select id from (select * from fair union all select * from unkeyed) c order by rn, run_at, id limit $8)
   update jobs j set ${SET_RUNNING} where j.id = any(array(select id from chosen)) returning ${RETURNING}`;
 
 /** Claim: pending -> running, one attempt spent, a fresh lease on the database clock. */
 export async function claimJobs(db: Queryable, opts: ClaimOptions): Promise<ClaimedJob[]> {
-  const slots = opts.slots;
-  const res = slots
-    ? await db.query<ClaimRow>({
-        name: 'acw_claim_slots',
-        text: CLAIM_SLOTS_SQL,
-        values: [opts.workerId, opts.leaseMs, opts.limit, opts.types ?? null, [...slots.keys()], [...slots.values()], opts.unkeyed ?? true],
-      })
-    : await db.query<ClaimRow>({
-        name: 'acw_claim',
-        text: CLAIM_SQL,
-        values: [opts.workerId, opts.leaseMs, opts.limit, opts.types ?? null],
-      });
+  const plan = opts.plan;
+  const slots = plan?.endpoints;
+  const res =
+    plan && slots
+      ? await db.query<ClaimRow>({
+          name: 'acw_claim_fair',
+          text: CLAIM_FAIR_SQL,
+          values: [opts.workerId, opts.leaseMs, plan.deliveries, opts.types ?? null, [...slots.keys()], [...slots.values()], plan.workers, plan.total],
+        })
+      : await db.query<ClaimRow>({
+          name: 'acw_claim',
+          text: CLAIM_SQL,
+          values: [opts.workerId, opts.leaseMs, plan ? plan.total : (opts.limit ?? 1), opts.types ?? null],
+        });
   const localNow = Date.now();
   return res.rows.map((r) => toClaimed(r, localNow));
 }

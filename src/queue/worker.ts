@@ -6,9 +6,10 @@ import { PermanentError, coerceError } from '../errors.js';
 import { Listener } from '../db/listener.js';
 import { silentLogger, type Logger } from '../log.js';
 import { outcomeDelay, type RetryPolicy } from './backoff.js';
+import { ClaimTimers } from './claim-timers.js';
 import { Flusher, type Finished } from './flusher.js';
 import { Heartbeat, type Running } from './heartbeat.js';
-import { SlotLedger, slotsUsedUp } from './slots.js';
+import { SlotBudget, slotsUsedUp, type ClaimPlan } from './slots.js';
 import { nextDueIn, pendingEndpoints } from './store.js';
 import { claimJobs, releaseJobs } from './transitions.js';
 import type { JobContext, JobHandler, OutcomeHandler } from './handler.js';
@@ -24,14 +25,24 @@ export interface WorkerPoolOptions {
   channel: string;
   /** Handlers by job type; more can be added with registerHandler() before start(). */
   handlers: Record<string, JobHandler | OutcomeHandler>;
+  /** Jobs with no endpoint (application handlers) in flight at once: `jobs.workers`. */
   concurrency: number;
+  /**
+   * Webhook deliveries (jobs with an endpoint) in flight at once, a budget apart from
+   * `concurrency` (`notify.webhook.max_in_flight_total`). Absent: they share `concurrency`.
+   */
+  deliveries?: number;
   leaseMs: number;
   pollMs: number;
   shutdownGraceMs: number;
   retry: RetryPolicy;
   onDead?: DeadHook;
-  /** Per-endpoint concurrency caps for this process (max_in_flight), read at every claim. */
+  /** Per-endpoint concurrency caps for this process (max_in_flight, lowered while failing), read at every claim. */
   endpointLimits?: () => ReadonlyMap<string, number>;
+  /** Endpoints whose cap is below their max_in_flight: together they hold at most half the delivery budget. */
+  degraded?: (endpoint: string) => boolean;
+  /** Told each outcome the moment a handler returns, before it is written (the adaptive limits). */
+  onOutcome?: (job: ClaimedJob, outcome: JobOutcome) => void;
   log?: Logger;
   workerId?: string;
   /** Called with every outcome once written, for metrics. */
@@ -71,7 +82,7 @@ export class WorkerPool {
   private readonly running = new Map<string, Running>();
   /** The newest entry per job id. */
   private readonly byJobId = new Map<string, Running>();
-  private readonly slotLedger: SlotLedger;
+  private readonly slots: SlotBudget;
   private readonly flusher: Flusher;
   private listener: Listener | null = null;
   private stopping = false;
@@ -80,12 +91,10 @@ export class WorkerPool {
   private lastClaimFull = true;
   /** Counts "new work may exist" signals, so one that lands while a claim runs is not lost. */
   private freshGen = 0;
-  private dueAt = Infinity;
   private unknownEndpoints: string[] = [];
   private slotBound = false;
   private discoveredAt = -Infinity;
-  private dueTimer: NodeJS.Timeout | null = null;
-  private refillTimer: NodeJS.Timeout | null = null;
+  private readonly timers: ClaimTimers;
   private readonly heartbeat: Heartbeat;
   private loopDone: Promise<void> = Promise.resolve();
   private idle: Array<() => void> = [];
@@ -94,14 +103,20 @@ export class WorkerPool {
     this.handlers = { ...opts.handlers };
     this.workerId = opts.workerId ?? makeWorkerId();
     this.log = (opts.log ?? silentLogger).child({ worker: this.workerId });
-    this.slotLedger = new SlotLedger(opts.concurrency, opts.endpointLimits);
+    this.timers = new ClaimTimers({ pollMs: opts.pollMs, wake: () => this.wake(true) });
+    this.slots = new SlotBudget({
+      workers: opts.concurrency,
+      deliveries: opts.deliveries,
+      caps: opts.endpointLimits,
+      degraded: opts.degraded,
+    });
     this.flusher = new Flusher({
       pool: opts.pool,
       log: this.log,
       onDead: opts.onDead,
       onWritten: (f, changed, runAt) => {
         opts.onFinished?.(f, changed, runAt);
-        if (runAt) this.armDueTimer(runAt.getTime() - Date.now());
+        if (runAt) this.timers.due(runAt.getTime() - Date.now());
       },
     });
     this.heartbeat = new Heartbeat({
@@ -127,7 +142,7 @@ export class WorkerPool {
 
   /** A claim is in flight (reserve() hands out no slot meanwhile). */
   get claiming(): boolean {
-    return this.slotLedger.claiming;
+    return this.slots.claiming;
   }
 
   /** Lease length jobs inserted for adopt() must be given. */
@@ -142,12 +157,12 @@ export class WorkerPool {
    */
   reserve(type: string, endpoint: string | null): boolean {
     if (!this.started || this.stopping || !this.handlers[type]) return false;
-    return this.slotLedger.reserve(endpoint, this.running.size);
+    return this.slots.reserve(endpoint);
   }
 
   /** Give back slots reserved for jobs that were not written after all (the transaction rolled back). */
   unreserve(endpoints: ReadonlyArray<string | null>): void {
-    for (const ep of endpoints) this.slotLedger.unreserve(ep);
+    for (const ep of endpoints) this.slots.drop(ep);
     this.wake(true);
   }
 
@@ -157,15 +172,12 @@ export class WorkerPool {
    */
   async adopt(jobs: readonly ClaimedJob[]): Promise<void> {
     if (this.stopping) {
-      for (const j of jobs) this.slotLedger.unreserve(j.endpoint);
+      for (const j of jobs) this.slots.drop(j.endpoint);
       // If this fails too, the reaper hands them back once the lease runs out.
       await releaseJobs(this.opts.pool, jobs.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 }))).catch(() => undefined);
       return;
     }
-    for (const job of jobs) {
-      this.slotLedger.adopted();
-      this.run(job, true);
-    }
+    for (const job of jobs) this.run(job, true);
   }
 
   async start(): Promise<void> {
@@ -200,72 +212,71 @@ export class WorkerPool {
   }
 
   /**
-   * Free slots per endpoint for the next claim: the configured caps, plus (uncapped) endpoints
-   * that have pending jobs but are not configured here, found at most once per poll interval.
+   * What the next claim may take (SlotBudget.beginClaim): the endpoints' caps, plus (uncapped)
+   * endpoints that have pending jobs but are not configured here, found at most once per poll
+   * interval.
    */
-  private async slots(): Promise<Map<string, number> | undefined> {
+  private async planClaim(): Promise<ClaimPlan> {
+    // Recorded before any read, so a reservation made meanwhile keeps off what this claim may take.
+    const plan = this.slots.beginClaim(this.unknownEndpoints);
     const limits = this.opts.endpointLimits?.();
-    if (!limits) return undefined;
-    if (Date.now() - this.discoveredAt >= this.opts.pollMs) {
-      this.discoveredAt = Date.now();
-      try {
-        this.unknownEndpoints = (await pendingEndpoints(this.opts.pool)).filter((e) => !limits.has(e));
-      } catch {
-        // Keep the last list; the next claim or poll tries again.
-      }
+    if (!limits || Date.now() - this.discoveredAt < this.opts.pollMs) return plan;
+    this.discoveredAt = Date.now();
+    try {
+      this.unknownEndpoints = (await pendingEndpoints(this.opts.pool)).filter((e) => !limits.has(e));
+    } catch {
+      // Keep the last list; the next claim or poll tries again.
     }
-    return this.slotLedger.claimSlots(this.unknownEndpoints);
+    return this.slots.beginClaim(this.unknownEndpoints);
   }
 
   private async loop(): Promise<void> {
     const onError = new DoublingDelay(100, this.opts.pollMs);
     while (!this.stopping) {
-      const free = this.slotLedger.free(this.running.size);
-      if (free <= 0 || !this.lastClaimFull) {
+      if (!this.slots.hasRoom() || !this.lastClaimFull) {
         await this.waitForWake(this.opts.pollMs);
         continue;
       }
       this.wakeup.clear();
       const gen = this.freshGen;
       let jobs: ClaimedJob[];
-      let slots: Map<string, number> | undefined;
+      let plan: ClaimPlan;
       try {
-        this.slotLedger.beginClaim(free);
-        slots = await this.slots();
+        plan = await this.planClaim();
         jobs = await claimJobs(this.opts.pool, {
           workerId: this.workerId,
-          limit: free,
           leaseMs: this.opts.leaseMs,
           types: Object.keys(this.handlers),
-          slots,
+          plan,
         });
         onError.reset();
       } catch (err) {
-        this.slotLedger.endClaim();
+        this.slots.endClaim();
         this.log.warn({ event: 'job.claim_error', err: coerceError(err).message }, 'claim failed; retrying');
         await this.waitForWake(onError.next());
         continue;
       }
       if (this.stopping) {
         // Claimed while the stop began: hand them straight back, attempt unspent.
+        this.slots.endClaim();
         await releaseJobs(this.opts.pool, jobs.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 }))).catch(
           () => undefined,
         );
         break;
       }
-      this.slotLedger.endClaim();
+      this.slots.endClaim();
       for (const job of jobs) this.run(job);
       // A short claim means the queue is drained for us, unless new work was signalled meanwhile.
-      if (jobs.length < free && this.freshGen === gen) {
+      if (jobs.length < plan.total && this.freshGen === gen) {
         this.lastClaimFull = false;
         // Short because an endpoint used up its slots (not because the queue is empty): its next
         // finished job frees a slot, and that is the moment to claim again.
-        this.slotBound = slotsUsedUp(slots, jobs);
+        this.slotBound = slotsUsedUp(plan.endpoints, jobs);
         // Held back by a cap, the next due job is not what limits us: the next finished job is.
         if (!this.slotBound) {
           try {
             const due = await nextDueIn(this.opts.pool);
-            if (due !== null && due > 0) this.armDueTimer(due);
+            if (due !== null && due > 0) this.timers.due(due);
           } catch {
             // The poll covers it.
           }
@@ -274,19 +285,6 @@ export class WorkerPool {
     }
   }
 
-  /** Wake when the next job falls due; an earlier deadline replaces a later one, never the reverse. */
-  private armDueTimer(ms: number): void {
-    if (this.stopping || ms > this.opts.pollMs) return;
-    const at = Date.now() + Math.max(0, ms) + 5;
-    if (this.dueTimer && at >= this.dueAt) return;
-    if (this.dueTimer) clearTimeout(this.dueTimer);
-    this.dueAt = at;
-    this.dueTimer = setTimeout(() => {
-      this.dueTimer = null;
-      this.dueAt = Infinity;
-      this.wake(true);
-    }, at - Date.now());
-  }
 
   /** Start a held job; `counted` when its endpoint slot was already taken by reserve(). */
   private run(job: ClaimedJob, counted = false): void {
@@ -298,7 +296,7 @@ export class WorkerPool {
     if (older) this.heartbeat.lose(older, 'the job was claimed again under a newer lease');
     this.byJobId.set(job.id, entry);
     this.running.set(job.leaseToken, entry);
-    if (job.endpoint !== null && !counted) this.slotLedger.take(job.endpoint);
+    if (!counted) this.slots.take(job.endpoint);
     this.log.debug({ event: 'job.claimed', job_id: job.id, type: job.type, attempt: job.attempts }, 'job claimed');
     const handler = this.handlers[job.type];
     const started = handler
@@ -318,8 +316,14 @@ export class WorkerPool {
     if (this.running.get(job.leaseToken) !== entry) return; // already handed back by a forced shutdown
     this.running.delete(job.leaseToken);
     if (this.byJobId.get(job.id) === entry) this.byJobId.delete(job.id);
+    this.slots.drop(job.endpoint);
+    try {
+      this.opts.onOutcome?.(job, outcome);
+    } catch (err) {
+      // An observer's bug must not cost the outcome: it is written whatever happens here.
+      this.log.error({ event: 'job.observer_error', job_id: job.id, err: coerceError(err).message }, 'outcome observer failed');
+    }
     if (job.endpoint !== null) {
-      this.slotLedger.drop(job.endpoint);
       // A slot came back while the last claim was held back by slots: there may be work for it.
       // Claim once a quarter of the endpoint's cap is free (or 2 ms after the first slot), so a
       // capped endpoint is refilled in batches rather than one claim per finished job.
@@ -343,18 +347,15 @@ export class WorkerPool {
   }
 
   private refillSoon(endpoint: string): void {
-    const cap = this.slotLedger.cap(endpoint);
-    const free = cap === undefined ? Infinity : cap - this.slotLedger.used(endpoint);
-    const refill = (): void => {
-      if (this.refillTimer) clearTimeout(this.refillTimer);
-      this.refillTimer = null;
+    const cap = this.slots.cap(endpoint);
+    const free = cap === undefined ? Infinity : cap - this.slots.used(endpoint);
+    this.timers.refill(free, cap, () => {
       if (!this.slotBound) return;
       this.slotBound = false;
       this.wake(true);
-    };
-    if (free >= Math.max(1, Math.floor((cap ?? 0) / 4))) refill();
-    else this.refillTimer ??= setTimeout(refill, 2);
+    });
   }
+
 
   /**
    * Stop claiming, let in-flight jobs finish within the grace, then abort the rest (their HTTP
@@ -364,8 +365,7 @@ export class WorkerPool {
     if (this.stopping) return;
     this.stopping = true;
     this.wake();
-    if (this.dueTimer) clearTimeout(this.dueTimer);
-    if (this.refillTimer) clearTimeout(this.refillTimer);
+    this.timers.stop();
     await this.listener?.close();
     await this.loopDone;
     if (this.running.size > 0) {

@@ -5,7 +5,7 @@ import { parseRetryAfter } from './retry-after.js';
  *   http_status     the endpoint answered with a non-2xx, non-3xx status (see `status`)
  *   redirect        a 3xx answer; redirects are never followed (permanent)
  *   invalid_request the request could not be built (bad URL, invalid extra header) (permanent)
- *   timeout         the whole-attempt timeout or an undici connect/headers/body timeout
+ *   timeout         the attempt timeout, the connect_timeout, or an undici headers/body timeout
  *   dns             the host name did not resolve (ENOTFOUND, EAI_AGAIN)
  *   connect         refused/reset/broken connection, socket closed early
  *   tls             TLS handshake or certificate failure

@@ -14,8 +14,8 @@ export const UNKNOWN_ENDPOINT_DEAD_AFTER_MS = 24 * 3600_000;
 export interface DeliverOptions {
   /** The endpoints in force now: read at every attempt, so a fixed URL or rotated secret applies to retries. */
   endpoints: () => ReadonlyMap<string, Endpoint>;
-  /** The HTTP agent deliveries go through (createDeliveryAgent(); tests pass a MockAgent). */
-  agent: Dispatcher;
+  /** The HTTP agent for an endpoint's attempts: its own pool (EndpointAgents.agentFor), or one for all (tests: a MockAgent). */
+  agentFor: (ep: Endpoint) => Dispatcher;
   /** How long a job with an unknown or disabled endpoint first waits before it looks again. */
   recheckMs: number;
   /** The longest wait between looks (never below recheckMs): each wait is as long as the job has been skipped, up to this. */
@@ -55,7 +55,7 @@ export function createDeliverHandler(opts: DeliverOptions): OutcomeHandler {
     const timestamp = Math.floor(Date.now() / 1000);
     // buildHeaders only reads `extra`: no copy of the endpoint's headers per attempt.
     const headers = buildHeaders({ scheme: ep.scheme, secret: ep.secret, jobId: job.id, topic, body, timestamp, extra: ep.headers });
-    const sent = await sendWebhook({ agent: opts.agent, url: ep.url, headers, body, timeoutMs: ep.timeout, signal });
+    const sent = await sendWebhook({ agent: opts.agentFor(ep), url: ep.url, headers, body, timeoutMs: ep.timeout, signal });
     const o = sent.outcome;
     const attempt: AttemptRecord = {
       attempt: job.attempts,

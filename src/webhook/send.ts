@@ -1,17 +1,22 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { Agent, errors, type Dispatcher } from 'undici';
+import type { Socket } from 'node:net';
+import { Agent, buildConnector, errors, type Dispatcher, type Pool } from 'undici';
 import { classifyError, classifyResponse, type AttemptOutcome } from './classify.js';
 
 /** How much of a response body is kept (for the attempts table and logs). */
 export const RESPONSE_BODY_LIMIT = 4096;
 
 export interface SendOptions {
-  /** The HTTP agent: `createDeliveryAgent()`; it must not carry a redirect interceptor. */
+  /** The HTTP agent: the endpoint's pool (agents.ts) or `createDeliveryAgent()`; it must not carry a redirect interceptor. */
   agent: Dispatcher;
   url: string;
   headers: Record<string, string>;
   body: string;
-  /** Budget for the whole attempt: connect, request, response headers and the body read. */
+  /**
+   * Budget for the request, response headers and the body read, from when undici starts the request
+   * on a connection: waiting for a local socket never counts, and connecting is bounded by the
+   * agent's own connect timeout (the endpoint's `connect_timeout`).
+   */
   timeoutMs: number;
   /** Aborted on worker shutdown or lease loss; reported as errorKind 'aborted'. */
   signal?: AbortSignal;
@@ -103,7 +108,6 @@ class Attempt implements Dispatcher.DispatchHandler {
       this.settle(classifyError(t.error), null);
       return;
     }
-    this.timer = setTimeout(this.onTimeout, this.opts.timeoutMs);
     this.opts.signal?.addEventListener('abort', this.onCallerAbort);
     try {
       // dispatch() reports a bad request (invalid header) through onResponseError, synchronously.
@@ -158,10 +162,17 @@ class Attempt implements Dispatcher.DispatchHandler {
 
   // --- undici's handler
 
+  /**
+   * undici calls this once the request has a connected socket and is about to be written (Client
+   * writeH1 -> request.onConnect -> UnwrapHandler.onConnect), after any wait in the pool's queue and
+   * after the connect; a failed connect never gets here (onResponseError instead). So the attempt's
+   * timer starts here. It may be called again if undici retries the request: the timer keeps running.
+   */
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
     // Settled while the request waited for a connection: drop it now.
     if (this.abortReason) controller.abort(this.abortReason);
+    else this.timer ??= setTimeout(this.onTimeout, this.opts.timeoutMs);
   }
 
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
@@ -244,15 +255,53 @@ function abortedOutcome(reason: unknown): AttemptOutcome {
 export interface DeliveryAgentOptions {
   /** Max sockets per origin. Default 64. */
   connections?: number;
+  /** TCP (and TLS) connect timeout in ms. Default 5000. */
+  connectTimeout?: number;
 }
 
-/** The shared, keep-alive, per-origin pooled agent for deliveries; no interceptors, so no redirects. */
-export function createDeliveryAgent(opts: DeliveryAgentOptions = {}): Agent {
-  return new Agent({
-    connections: opts.connections ?? 64,
+/** The socket settings of every delivery pool: keep-alive, no pipelining, a connect timeout. */
+export function deliveryPoolOptions(connections: number, connectTimeout: number): Pool.Options {
+  return {
+    connections,
     // No pipelining: one slow receiver response must not hold up the next delivery on that socket.
     pipelining: 1,
+    // Idle sockets are closed after 4 s (or the receiver's keep-alive hint, up to 60 s).
     keepAliveTimeout: 4_000,
     keepAliveMaxTimeout: 60_000,
-  });
+    connect: timedConnector(connectTimeout),
+  };
+}
+
+/**
+ * undici's own connector with our connect timeout. undici's `connectTimeout` runs on its coarse
+ * timers (ticks of about 500 ms): a 300 ms one could fire at once or a second late. One native
+ * timer per new connection (not per attempt) keeps a short connect_timeout honest.
+ */
+function timedConnector(timeoutMs: number): buildConnector.connector {
+  const connect = buildConnector({ timeout: 0 });
+  return (opts, callback) => {
+    let timedOut = false;
+    let socket: Socket | undefined;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      socket?.destroy();
+      const where = `${opts.hostname}:${opts.port || (opts.protocol === 'https:' ? 443 : 80)}`;
+      callback(new errors.ConnectTimeoutError(`no connection to ${where} within ${timeoutMs} ms (connect_timeout)`), null);
+    }, timeoutMs);
+    // undici's connector returns its socket (typed void): kept to drop the connect at the timeout.
+    socket = connect(opts, (err, sock) => {
+      clearTimeout(timer);
+      if (timedOut) sock?.destroy(); // a late connect nobody waits for any more
+      else if (err) callback(err, null);
+      else callback(null, sock as NonNullable<typeof sock>);
+    }) as unknown as Socket | undefined;
+  };
+}
+
+/**
+ * A keep-alive, per-origin pooled agent for deliveries; no interceptors, so no redirects. The
+ * service uses one pool per endpoint instead (agents.ts); this is for callers that send on their own.
+ */
+export function createDeliveryAgent(opts: DeliveryAgentOptions = {}): Agent {
+  return new Agent(deliveryPoolOptions(opts.connections ?? 64, opts.connectTimeout ?? 5_000));
 }

@@ -199,6 +199,7 @@ describe('endpointHealth', () => {
       secret: 'top-secret',
       topics: ['crm.*'],
       timeout: 1000,
+      connect_timeout: 1000,
       max_in_flight: 4,
       scheme: 'acw',
       headers: {},

@@ -16,6 +16,9 @@ function issuesOf(raw: unknown, env: Record<string, string> = {}): string[] {
 const SECRET = 'sUp3r-S3cr3t-Zebra-42';
 const WHSEC = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 const webhook = (w: Record<string, unknown>) => ({ notify: { webhook: w } });
+const endpointWith = (name: string, over: Record<string, unknown> = {}) => ({ name, url: 'https://h.example.com', secret: SECRET, ...over });
+/** [name, timeout, connect_timeout] of each endpoint `notify.webhook: w` resolves to. */
+const connect = (w: Record<string, unknown>) => resolveEndpoints(parseConfig(webhook(w))).map((e) => [e.name, e.timeout, e.connect_timeout]);
 
 describe('defaults', () => {
   test('an empty config yields every default of spec §2', () => {
@@ -46,6 +49,7 @@ describe('defaults', () => {
           secret: '',
           timeout: 10_000,
           max_in_flight: 16,
+          max_in_flight_total: 2000,
           topics: [],
           scheme: 'acw',
           headers: {},
@@ -170,6 +174,20 @@ describe('cross-field rules', () => {
     expect(parseConfig(webhook({ endpoints: [ep('default')] })).notify.webhook.endpoints[0]?.name).toBe('default');
   });
 
+  test('the delivery budget is 1 to 100,000, and no endpoint may have a higher max_in_flight than it', () => {
+    expect(parseConfig({}).notify.webhook.max_in_flight_total).toBe(2000);
+    expect(issuesOf(webhook({ max_in_flight_total: 0 }))).toEqual(['notify.webhook.max_in_flight_total: expected an integer from 1 to 100000, got 0']);
+    expect(issuesOf(webhook({ max_in_flight_total: 100_001 }))).toEqual([
+      'notify.webhook.max_in_flight_total: expected an integer from 1 to 100000, got 100001',
+    ]);
+    expect(issuesOf(webhook({ max_in_flight_total: 10, max_in_flight: 8, endpoints: [{ name: 'a', url: 'https://h.example.com', secret: SECRET, max_in_flight: 11 }] }))).toEqual([
+      'notify.webhook.endpoints[0].max_in_flight: must not exceed notify.webhook.max_in_flight_total (10), got 11',
+    ]);
+    expect(issuesOf(webhook({ max_in_flight_total: 10 }))).toEqual([
+      'notify.webhook.max_in_flight: must not exceed notify.webhook.max_in_flight_total (10), got 16',
+    ]);
+  });
+
   test('topics must be exact topics, prefix patterns or *', () => {
     expect(issuesOf(webhook({ topics: ['a.b', 'a.*', '*', 'Bad', 'a.*.b'] }))).toEqual([
       'notify.webhook.topics[3]: expected a topic like "workspace.sync_failed", a pattern like "workspace.*", or "*", got "Bad"',
@@ -192,6 +210,29 @@ describe('cross-field rules', () => {
     expect(issuesOf({ jobs: { retry: { base: '10m', max: '5m' } } })).toEqual([
       'jobs.retry.base: must not exceed jobs.retry.max (5m), got 10m',
     ]);
+  });
+
+  test('a connect_timeout of 0 or above the timeout it applies to is refused, naming the key', () => {
+    expect(issuesOf(webhook({ connect_timeout: '0s' }))).toEqual(['notify.webhook.connect_timeout: must be longer than 0, got "0s"']);
+    expect(issuesOf(webhook({ endpoints: [endpointWith('a', { connect_timeout: '0s' })] }))).toEqual([
+      'notify.webhook.endpoints[0].connect_timeout: must be longer than 0, got "0s"',
+    ]);
+    expect(issuesOf(webhook({ connect_timeout: '20s' }))).toEqual(['notify.webhook.connect_timeout: must not exceed notify.webhook.timeout (10s), got 20s']);
+    expect(issuesOf(webhook({ endpoints: [endpointWith('a', { timeout: '2s', connect_timeout: '3s' })] }))).toEqual([
+      "notify.webhook.endpoints[0].connect_timeout: must not exceed this endpoint's timeout (2s), got 3s",
+    ]);
+    // Inherited from the top level: the endpoint's key is named, where the fix belongs.
+    expect(issuesOf(webhook({ connect_timeout: '3s', endpoints: [endpointWith('a', { timeout: '2s' })] }))).toEqual([
+      'notify.webhook.endpoints[0].connect_timeout: unset, so notify.webhook.connect_timeout (3s) applies, ' +
+        "which exceeds this endpoint's timeout (2s): set one of at most 2s",
+    ]);
+    // The endpoint inherits the top-level timeout too.
+    expect(issuesOf(webhook({ timeout: '1s', endpoints: [endpointWith('a', { connect_timeout: '2s' })] }))).toEqual([
+      "notify.webhook.endpoints[0].connect_timeout: must not exceed this endpoint's timeout (1s), got 2s",
+    ]);
+    // Unset everywhere: a short timeout alone is fine (the default connect timeout shrinks to it).
+    expect(() => parseConfig(webhook({ timeout: '300ms', endpoints: [endpointWith('a', { timeout: '1s' })] }))).not.toThrow();
+    expect(() => parseConfig(webhook({ connect_timeout: '2s', endpoints: [endpointWith('a', { timeout: '1s', connect_timeout: '1s' })] }))).not.toThrow();
   });
 
   test('user names are unique', () => {
@@ -266,9 +307,22 @@ describe('resolveEndpoints', () => {
       }),
     );
     expect(resolveEndpoints(config)).toEqual([
-      { name: 'default', url: 'https://a.example.com', secret: SECRET, topics: ['a.*'], timeout: 3000, max_in_flight: 5, scheme: 'acw', headers: {}, enabled: true },
-      { name: 'b', url: 'https://b.example.com', secret: WHSEC, topics: [], timeout: 3000, max_in_flight: 5, scheme: 'standard', headers: { 'X-Team': 'b' }, enabled: true },
-      { name: 'c', url: 'http://c.example.com', secret: SECRET, topics: ['*'], timeout: 1000, max_in_flight: 2, scheme: 'acw', headers: {}, enabled: false },
+      { name: 'default', url: 'https://a.example.com', secret: SECRET, topics: ['a.*'], timeout: 3000, connect_timeout: 3000, max_in_flight: 5, scheme: 'acw', headers: {}, enabled: true },
+      { name: 'b', url: 'https://b.example.com', secret: WHSEC, topics: [], timeout: 3000, connect_timeout: 3000, max_in_flight: 5, scheme: 'standard', headers: { 'X-Team': 'b' }, enabled: true },
+      { name: 'c', url: 'http://c.example.com', secret: SECRET, topics: ['*'], timeout: 1000, connect_timeout: 1000, max_in_flight: 2, scheme: 'acw', headers: {}, enabled: false },
+    ]);
+  });
+
+  test('connect_timeout: 5s unless the timeout is shorter; an endpoint inherits notify.webhook.connect_timeout', () => {
+    const ep = endpointWith;
+    expect(connect({ url: 'https://a.example.com', secret: SECRET, endpoints: [ep('b', { timeout: '2s' }), ep('c', { connect_timeout: '1s' })] })).toEqual([
+      ['default', 10_000, 5_000],
+      ['b', 2_000, 2_000],
+      ['c', 10_000, 1_000],
+    ]);
+    expect(connect({ connect_timeout: '1500ms', endpoints: [ep('b', { timeout: '2s' }), ep('c', { connect_timeout: '300ms' })] })).toEqual([
+      ['b', 2_000, 1_500],
+      ['c', 10_000, 300],
     ]);
   });
 

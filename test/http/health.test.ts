@@ -116,9 +116,10 @@ describe('/metrics', () => {
 });
 
 describe('/healthz and /readyz', () => {
-  it('/healthz answers at once while every worker is stuck on a hanging delivery', async () => {
+  it('/healthz answers at once while every delivery slot is stuck on a hanging delivery', async () => {
     rx.setResponder(() => ({ hang: true }));
-    const a = await api({ jobs: { workers: 2 } });
+    // Deliveries have a budget of their own (not jobs.workers): two in all.
+    const a = await api({ notify: { webhook: { url: rx.url, secret: 's3cret', topics: ['*'], timeout: '30s', max_in_flight: 2, max_in_flight_total: 2 } } });
     const token = await makeUser(db.pool, 'billing', 'service');
     for (let i = 0; i < 4; i++) await call(a.url, 'POST', '/v1/notify', { token, body: { topic: 'orders.paid', data: { i } } });
     await rx.waitForRequests(2);

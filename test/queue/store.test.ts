@@ -159,16 +159,30 @@ describe('queue store', () => {
     await enqueueJobs(db.pool, [...Array.from({ length: 5 }, (_, i) => job(i, { endpoint: 'slow' })), ...Array.from({ length: 5 }, (_, i) => job(10 + i, { endpoint: 'fast' }))], CH);
     await enqueueJobs(db.pool, [job(99)], CH);
     expect((await pendingEndpoints(db.pool)).toSorted()).toEqual(['fast', 'slow']);
-    const got = await claimJobs(db.pool, { workerId: 'w', limit: 10, leaseMs: 30_000, slots: new Map([['slow', 2], ['fast', 10]]), unkeyed: false });
+    const plan = (endpoints: Map<string, number>, workers = 0) => ({ workers, deliveries: 10, total: 10, endpoints });
+    const got = await claimJobs(db.pool, { workerId: 'w', leaseMs: 30_000, plan: plan(new Map([['slow', 2], ['fast', 10]])) });
     expect(got.filter((j) => j.endpoint === 'slow')).toHaveLength(2);
     expect(got.filter((j) => j.endpoint === 'fast')).toHaveLength(5);
     expect(got.filter((j) => j.endpoint === null)).toHaveLength(0);
-    const none = await claimJobs(db.pool, { workerId: 'w', limit: 10, leaseMs: 30_000, slots: new Map([['slow', 0]]), unkeyed: false });
+    const none = await claimJobs(db.pool, { workerId: 'w', leaseMs: 30_000, plan: plan(new Map([['slow', 0]])) });
     expect(none).toEqual([]);
-    const unkeyed = await claimJobs(db.pool, { workerId: 'w', limit: 10, leaseMs: 30_000, slots: new Map([['slow', 0]]) });
+    const unkeyed = await claimJobs(db.pool, { workerId: 'w', leaseMs: 30_000, plan: plan(new Map([['slow', 0]]), 10) });
     expect(unkeyed.map((j) => (j.payload as { n: number }).n)).toEqual([99]);
   });
 
+  it('fair claims: endpoints take turns, each oldest first, so an old backlog cannot crowd out a newer endpoint', async () => {
+    await db.pool.query(`delete from jobs`);
+    // 'stuck' has 50 jobs, all older than the 3 of 'fresh'.
+    await enqueueJobs(db.pool, Array.from({ length: 50 }, (_, i) => job(i, { endpoint: 'stuck' })), CH);
+    await db.pool.query(`update jobs set run_at = now() - interval '1 hour' + (payload->>'n')::int * interval '1 second'`);
+    await enqueueJobs(db.pool, Array.from({ length: 3 }, (_, i) => job(100 + i, { endpoint: 'fresh' })), CH);
+    const endpoints = new Map([['stuck', 50], ['fresh', 50]]);
+    const got = await claimJobs(db.pool, { workerId: 'w', leaseMs: 30_000, plan: { workers: 0, deliveries: 4, total: 4, endpoints } });
+    expect(got).toHaveLength(4);
+    expect(got.filter((j) => j.endpoint === 'fresh')).toHaveLength(2);
+    // The oldest of each endpoint first: stuck's two oldest, fresh's two oldest.
+    expect(got.filter((j) => j.endpoint === 'stuck').map((j) => (j.payload as { n: number }).n).toSorted((a, b) => a - b)).toEqual([0, 1]);
+  });
 });
 
 describe('back-off', () => {

@@ -1,0 +1,109 @@
+import type { Endpoint } from '../config/index.js';
+import type { Logger } from '../log.js';
+import type { AttemptRecord, JobOutcome } from '../queue/types.js';
+
+/** Error kinds that say the receiver is struggling or unreachable; 4xx, redirects and our own aborts do not. */
+const CONGESTION = new Set(['timeout', 'connect', 'dns', 'tls', 'protocol', 'network']);
+
+/** What one attempt tells about its endpoint's capacity: lower the limit, raise it, or neither. */
+export function congestionSignal(outcome: JobOutcome): 'failure' | 'success' | null {
+  const a: AttemptRecord | undefined = outcome.attempt;
+  if (!a || a.aborted) return null;
+  if (outcome.kind === 'complete') return 'success';
+  if (a.errorKind !== null && CONGESTION.has(a.errorKind)) return 'failure';
+  if (a.errorKind === 'http_status' && a.statusCode !== null && (a.statusCode >= 500 || a.statusCode === 429)) return 'failure';
+  return null;
+}
+
+interface State {
+  limit: number;
+  /** When the limit was last lowered (performance.now()); -Infinity: never. */
+  cutAt: number;
+}
+
+/**
+ * An adaptive concurrency limit per endpoint in this process (AIMD): each endpoint starts at its
+ * `max_in_flight`; a timeout, refused connection, 5xx or 429 halves it, at most once per timeout
+ * window (the attempts in flight when it failed time out together and count once); each success
+ * raises it by one, back up to `max_in_flight`. It never drops below 1. The worker pool reads the
+ * limits at every claim (and claim on dispatch), so a failing receiver holds few slots and its
+ * backlog waits in the queue instead of in sockets.
+ */
+export class AdaptiveLimits {
+  private readonly state = new Map<string, State>();
+  private capsCache: Map<string, number> | null = null;
+  private cachedFrom: ReadonlyMap<string, Endpoint> | null = null;
+
+  constructor(
+    private readonly opts: {
+      endpoints: () => ReadonlyMap<string, Endpoint>;
+      log?: Logger | undefined;
+      now?: () => number;
+    },
+  ) {}
+
+  private now(): number {
+    return this.opts.now ? this.opts.now() : performance.now();
+  }
+
+  /** Each configured endpoint's limit now: its max_in_flight, or less while it fails. */
+  caps(): ReadonlyMap<string, number> {
+    const eps = this.opts.endpoints();
+    if (this.capsCache && this.cachedFrom === eps) return this.capsCache;
+    const out = new Map<string, number>();
+    for (const [name, ep] of eps) {
+      const s = this.state.get(name);
+      out.set(name, s ? Math.min(s.limit, ep.max_in_flight) : ep.max_in_flight);
+    }
+    this.capsCache = out;
+    this.cachedFrom = eps;
+    return out;
+  }
+
+  /** True while an endpoint's limit is below its max_in_flight. */
+  isDegraded(name: string): boolean {
+    const s = this.state.get(name);
+    if (!s) return false;
+    const ep = this.opts.endpoints().get(name);
+    return ep !== undefined && s.limit < ep.max_in_flight;
+  }
+
+  limit(name: string): number | undefined {
+    return this.caps().get(name);
+  }
+
+  /** Feed one finished attempt of `endpoint`. */
+  observe(endpoint: string, outcome: JobOutcome): void {
+    const signal = congestionSignal(outcome);
+    if (signal === null) return;
+    const ep = this.opts.endpoints().get(endpoint);
+    if (!ep) return;
+    const s = this.state.get(endpoint);
+    if (signal === 'success') {
+      if (!s) return;
+      s.limit += 1;
+      if (s.limit >= ep.max_in_flight) {
+        this.state.delete(endpoint);
+        this.opts.log?.info(
+          { event: 'endpoint.limit_restored', endpoint, limit: ep.max_in_flight },
+          `endpoint ${endpoint} answers again: back to its max_in_flight`,
+        );
+      }
+      this.capsCache = null;
+      return;
+    }
+    const now = this.now();
+    const cur = s ?? { limit: ep.max_in_flight, cutAt: -Infinity };
+    if (now - cur.cutAt < ep.timeout) return;
+    const next = Math.max(1, Math.floor(cur.limit / 2));
+    cur.cutAt = now;
+    if (next === cur.limit && s) return;
+    cur.limit = next;
+    this.state.set(endpoint, cur);
+    this.capsCache = null;
+    this.opts.log?.warn(
+      { event: 'endpoint.limit_lowered', endpoint, limit: next, max_in_flight: ep.max_in_flight },
+      `endpoint ${endpoint} is failing: at most ${next} deliveries in flight per process until it answers again`,
+    );
+  }
+}
