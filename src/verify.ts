@@ -11,9 +11,7 @@ export type VerifyFailureReason =
   | 'signature_mismatch'
   | 'bad_secret';
 
-export type VerifyResult =
-  | { ok: true; scheme: WebhookScheme; timestamp: number; id: string }
-  | { ok: false; reason: VerifyFailureReason };
+export type VerifyResult = { ok: true; scheme: WebhookScheme; timestamp: number; id: string } | { ok: false; reason: VerifyFailureReason };
 
 /** Anything with a Fetch-style `get` (the global `Headers`, undici's `Headers`). */
 export interface HeadersLike {
@@ -93,7 +91,11 @@ function verifyStandard(secret: string, get: Reader, sigValues: string[], body: 
   const timestamp = parseTimestamp(ts);
   if (timestamp === undefined) return fail('malformed_header');
   // Several space-separated `v<n>,<base64>` entries (key rotation); a joined duplicate header adds ", ".
-  const entries = sigValues.join(' ').split(/\s+/).filter((t) => t !== '').map((t) => t.replace(/,$/, ''));
+  const entries = sigValues
+    .join(' ')
+    .split(/\s+/)
+    .filter((t) => t !== '')
+    .map((t) => t.replace(/,$/, ''));
   const parsed: { version: string; mac: string }[] = [];
   for (const entry of entries) {
     const comma = entry.indexOf(',');

@@ -26,8 +26,22 @@ describe('the public entry point', () => {
   it('exports the documented API and none of the queue internals', () => {
     expect(Object.keys(api).toSorted()).toEqual(
       [
-        'ConfigError', 'OutboxError', 'PermanentError', 'Scheduler', 'Service', 'WorkerPool', 'channels', 'createLogger', 'createPool',
-        'jobPurge', 'jobReaper', 'loadConfig', 'migrate', 'notify', 'notifyMany', 'parseConfig',
+        'ConfigError',
+        'OutboxError',
+        'PermanentError',
+        'Scheduler',
+        'Service',
+        'WorkerPool',
+        'channels',
+        'createLogger',
+        'createPool',
+        'jobPurge',
+        'jobReaper',
+        'loadConfig',
+        'migrate',
+        'notify',
+        'notifyMany',
+        'parseConfig',
       ].toSorted(),
     );
   });
@@ -48,14 +62,18 @@ describe('embedding the service', () => {
       },
     };
     const svcRef: { svc?: Awaited<ReturnType<typeof startTestService>>['svc'] } = {};
-    const started = await startTestService(db, {}, {
-      handlers: {
-        'workspace.fetch': async (job) => {
-          seen.push(job);
-          if (!(job.payload as { workspace_id?: number }).workspace_id) throw new PermanentError('no workspace_id');
+    const started = await startTestService(
+      db,
+      {},
+      {
+        handlers: {
+          'workspace.fetch': async (job) => {
+            seen.push(job);
+            if (!(job.payload as { workspace_id?: number }).workspace_id) throw new PermanentError('no workspace_id');
+          },
         },
       },
-    });
+    );
     svcRef.svc = started.svc;
     try {
       started.svc.scheduler.register(runner);

@@ -19,7 +19,8 @@ describe('createLogger redaction', () => {
       },
       'an object logged whole by mistake',
     );
-    for (const leaked of [SECRET, TOKEN, SIG, 'pw-1', 'pw-2', 'Bearer x1', 'Bearer x2', 'Bearer x3', 'v1,abc']) expect(raw()).not.toContain(leaked);
+    for (const leaked of [SECRET, TOKEN, SIG, 'pw-1', 'pw-2', 'Bearer x1', 'Bearer x2', 'Bearer x3', 'v1,abc'])
+      expect(raw()).not.toContain(leaked);
     expect(lines[0]).toMatchObject({ secret: '[redacted]', token: '[redacted]', password: '[redacted]', authorization: '[redacted]' });
     expect(lines[1]).toMatchObject({
       endpoint: { url: 'http://x', secret: '[redacted]', headers: { authorization: '[redacted]', 'x-acw-signature': '[redacted]' } },
@@ -30,13 +31,22 @@ describe('createLogger redaction', () => {
 });
 
 describe('createLogger redaction below one level and in error text', () => {
-  it('censors sensitive keys at any depth, in arrays too, and leaves the caller\'s object alone', () => {
+  it("censors sensitive keys at any depth, in arrays too, and leaves the caller's object alone", () => {
     const { log, lines, raw } = captureLogs('info');
-    const config = { notify: { webhook: { url: 'http://x', secret: SECRET } }, endpoints: [{ name: 'a', secret: 'arr-secret-1' }], users: [{ token: TOKEN }] };
+    const config = {
+      notify: { webhook: { url: 'http://x', secret: SECRET } },
+      endpoints: [{ name: 'a', secret: 'arr-secret-1' }],
+      users: [{ token: TOKEN }],
+    };
     log.info({ event: 'config', config }, 'a whole config, three levels down');
-    log.info({ event: 'req', request: { raw: { headers: { Authorization: 'Bearer deep-4', 'X-Acw-Signature': SIG } } } }, 'headers four levels down');
+    log.info(
+      { event: 'req', request: { raw: { headers: { Authorization: 'Bearer deep-4', 'X-Acw-Signature': SIG } } } },
+      'headers four levels down',
+    );
     for (const leaked of [SECRET, 'arr-secret-1', TOKEN, 'deep-4', SIG]) expect(raw()).not.toContain(leaked);
-    expect(lines[0]).toMatchObject({ config: { notify: { webhook: { url: 'http://x', secret: '[redacted]' } }, endpoints: [{ name: 'a', secret: '[redacted]' }] } });
+    expect(lines[0]).toMatchObject({
+      config: { notify: { webhook: { url: 'http://x', secret: '[redacted]' } }, endpoints: [{ name: 'a', secret: '[redacted]' }] },
+    });
     expect(config.notify.webhook.secret).toBe(SECRET);
   });
 
@@ -47,7 +57,9 @@ describe('createLogger redaction below one level and in error text', () => {
     const e = new TypeError(text, { cause: new Error('password=cause-pw-5') });
     log.error({ event: 'runner.error', err: e }, 'periodic runner failed');
     for (const leaked of ['pg-pass-9', TOKEN, SIG, 'qs-token-3', 'cause-pw-5']) expect(raw()).not.toContain(leaked);
-    expect(lines[0]!.err).toBe('connect failed: postgres://acw:[redacted]@127.0.0.1:5432/acw; sent Bearer [redacted]; got sha256=[redacted] for https://h/hook?token=[redacted]');
+    expect(lines[0]!.err).toBe(
+      'connect failed: postgres://acw:[redacted]@127.0.0.1:5432/acw; sent Bearer [redacted]; got sha256=[redacted] for https://h/hook?token=[redacted]',
+    );
     // Still an error as pino writes one (its type kept), and the thrown error itself is unchanged.
     expect(lines[1]!.err).toMatchObject({ type: 'TypeError', message: expect.stringContaining('acw:[redacted]@') });
     expect(e.message).toContain('pg-pass-9');
@@ -61,7 +73,15 @@ describe('createLogger redaction below one level and in error text', () => {
 });
 
 describe('hotLogger', () => {
-  const fields = { event: 'webhook.attempt', job_id: 'j1', attempt: 2, status: 503, error_kind: 'http_status', next_retry_at: null, ok: false };
+  const fields = {
+    event: 'webhook.attempt',
+    job_id: 'j1',
+    attempt: 2,
+    status: 503,
+    error_kind: 'http_status',
+    next_retry_at: null,
+    ok: false,
+  };
 
   it('writes exactly the line the logger would, fields in the same order', () => {
     const { log, raw } = captureLogs('info');

@@ -33,7 +33,11 @@ const { createPool } = await dist('db/pool.js');
 /** notifyMany as it was before migration 0003 (src/outbox.ts at cf80ee5), validation included. */
 async function notifyManyPerEvent(client, events) {
   const evs = events.map((e) => {
-    const p = notifyInput.safeParse({ topic: e.topic, data: e.data, ...(e.idempotencyKey !== undefined ? { idempotency_key: e.idempotencyKey } : {}) });
+    const p = notifyInput.safeParse({
+      topic: e.topic,
+      data: e.data,
+      ...(e.idempotencyKey !== undefined ? { idempotency_key: e.idempotencyKey } : {}),
+    });
     if (!p.success) throw new Error('invalid');
     return p.data;
   });
@@ -73,7 +77,8 @@ async function runAcw(server, variant) {
     const t0 = performance.now();
     for (let i = 0; i < N; i += B) {
       const evs = [];
-      for (let k = i; k < Math.min(N, i + B); k++) evs.push({ topic: TOPIC, data: eventData(k), ...(keyed ? { idempotencyKey: `order-${k}` } : {}) });
+      for (let k = i; k < Math.min(N, i + B); k++)
+        evs.push({ topic: TOPIC, data: eventData(k), ...(keyed ? { idempotencyKey: `order-${k}` } : {}) });
       const ids = await fn(client, evs);
       if (ids.length !== evs.length) throw new Error(`${variant}: ${ids.length} ids for ${evs.length} events`);
     }

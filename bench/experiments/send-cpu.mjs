@@ -51,10 +51,21 @@ if (role === '--receiver') {
   const { createDeliveryAgent } = await imp('webhook/send.js');
   const { createLogger } = await imp('log.js');
   const { pino } = await import('pino');
-  const log = createLogger({ level: 'info', destination: pino.destination({ dest: openSync(process.env.SEND_CPU_LOG ?? '/dev/null', 'a'), sync: false }) });
+  const log = createLogger({
+    level: 'info',
+    destination: pino.destination({ dest: openSync(process.env.SEND_CPU_LOG ?? '/dev/null', 'a'), sync: false }),
+  });
   const endpoint = {
-    name: 'bench', url: `http://127.0.0.1:${port}/hook`, secret: 'bench-secret-0123456789', topics: ['*'],
-    timeout: 10_000, connect_timeout: 5_000, max_in_flight: C, scheme: 'acw', headers: { 'x-tenant': 'bench' }, enabled: true,
+    name: 'bench',
+    url: `http://127.0.0.1:${port}/hook`,
+    secret: 'bench-secret-0123456789',
+    topics: ['*'],
+    timeout: 10_000,
+    connect_timeout: 5_000,
+    max_in_flight: C,
+    scheme: 'acw',
+    headers: { 'x-tenant': 'bench' },
+    enabled: true,
   };
   const endpoints = new Map([['bench', endpoint]]);
   // Builds with webhook/agents.js send through the endpoint's own pool (as the service does); older ones through one agent.
@@ -62,15 +73,28 @@ if (role === '--receiver') {
   const agent = EndpointAgents ? new EndpointAgents() : createDeliveryAgent({ connections: C });
   const agentFor = EndpointAgents ? (ep) => agent.agentFor(ep) : () => agent;
   const handler = createDeliverHandler({ endpoints: () => endpoints, agent, agentFor, recheckMs: 1000, log });
-  const body = JSON.stringify({ event_id: '00000000-0000-4000-8000-000000000000', topic: 'bench.event', occurred_at: new Date().toISOString(), data: { n: 1, text: 'x'.repeat(200) } });
+  const body = JSON.stringify({
+    event_id: '00000000-0000-4000-8000-000000000000',
+    topic: 'bench.event',
+    occurred_at: new Date().toISOString(),
+    data: { n: 1, text: 'x'.repeat(200) },
+  });
   let seq = 0;
   let failed = 0;
   const one = async () => {
     const i = seq++;
     const job = {
-      id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`, type: 'webhook.deliver', payload: { body, topic: 'bench.event' },
-      attempts: 1, maxAttempts: 6, leaseToken: 't', leaseExpiresAt: Date.now() + 60_000, eventId: '00000000-0000-4000-8000-000000000000',
-      endpoint: 'bench', createdAt: new Date(), endpointUnknownSince: null,
+      id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+      type: 'webhook.deliver',
+      payload: { body, topic: 'bench.event' },
+      attempts: 1,
+      maxAttempts: 6,
+      leaseToken: 't',
+      leaseExpiresAt: Date.now() + 60_000,
+      eventId: '00000000-0000-4000-8000-000000000000',
+      endpoint: 'bench',
+      createdAt: new Date(),
+      endpointUnknownSince: null,
     };
     const ctl = new AbortController();
     const outcome = await handler(job, { signal: ctl.signal });
@@ -79,12 +103,14 @@ if (role === '--receiver') {
   };
   const run = async (count) => {
     let left = count;
-    await Promise.all(Array.from({ length: C }, async () => {
-      while (left > 0) {
-        left--;
-        await one();
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: C }, async () => {
+        while (left > 0) {
+          left--;
+          await one();
+        }
+      }),
+    );
   };
   await run(WARMUP);
   globalThis.gc?.();
@@ -106,23 +132,54 @@ if (role === '--receiver') {
   const self = new URL(import.meta.url).pathname;
   const recv = fork(self, ['--receiver']);
   const { port } = await new Promise((res) => recv.once('message', res));
-  const measure = (dist) => new Promise((res, rej) => {
-    const child = fork(self, ['--measure', dist, String(port)]);
-    child.once('message', res);
-    child.once('exit', (code) => (code ? rej(new Error(`measure ${dist} exited ${code}`)) : undefined));
-  });
+  const measure = (dist) =>
+    new Promise((res, rej) => {
+      const child = fork(self, ['--measure', dist, String(port)]);
+      child.once('message', res);
+      child.once('exit', (code) => (code ? rej(new Error(`measure ${dist} exited ${code}`)) : undefined));
+    });
   process.on('exit', () => recv.kill());
   const results = { old: [], new: [] };
   for (let r = 0; r < rounds; r++) {
-    for (const [name, dist] of r % 2 === 0 ? [['old', oldDist], ['new', newDist]] : [['new', newDist], ['old', oldDist]]) {
+    for (const [name, dist] of r % 2 === 0
+      ? [
+          ['old', oldDist],
+          ['new', newDist],
+        ]
+      : [
+          ['new', newDist],
+          ['old', oldDist],
+        ]) {
       const m = await measure(dist);
       results[name].push(m);
-      console.log(JSON.stringify({ round: r, build: name, cpu_us: +m.cpuUsPerDelivery.toFixed(1), user_us: +m.userUs.toFixed(1), sys_us: +m.sysUs.toFixed(1), per_s: Math.round(m.perSec), failed: m.failed }));
+      console.log(
+        JSON.stringify({
+          round: r,
+          build: name,
+          cpu_us: +m.cpuUsPerDelivery.toFixed(1),
+          user_us: +m.userUs.toFixed(1),
+          sys_us: +m.sysUs.toFixed(1),
+          per_s: Math.round(m.perSec),
+          failed: m.failed,
+        }),
+      );
     }
   }
-  const summary = (name) => ({ cpu_us: +median(results[name].map((m) => m.cpuUsPerDelivery)).toFixed(1), per_s: Math.round(median(results[name].map((m) => m.perSec))) });
+  const summary = (name) => ({
+    cpu_us: +median(results[name].map((m) => m.cpuUsPerDelivery)).toFixed(1),
+    per_s: Math.round(median(results[name].map((m) => m.perSec))),
+  });
   const o = summary('old');
   const n = summary('new');
-  console.log(JSON.stringify({ N, concurrency: C, rounds, median_old: o, median_new: n, cpu_change_pct: +((n.cpu_us / o.cpu_us - 1) * 100).toFixed(1) }));
+  console.log(
+    JSON.stringify({
+      N,
+      concurrency: C,
+      rounds,
+      median_old: o,
+      median_new: n,
+      cpu_change_pct: +((n.cpu_us / o.cpu_us - 1) * 100).toFixed(1),
+    }),
+  );
   recv.kill();
 }

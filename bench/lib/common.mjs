@@ -45,7 +45,12 @@ export const FLEET_BODY_BYTES = 1024;
 const FLEET_PAD = Math.max(
   0,
   FLEET_BODY_BYTES -
-    JSON.stringify({ event_id: randomUUID(), topic: fleetTopic(0), occurred_at: new Date().toISOString(), data: { ...eventData(10_000), endpoint: 0, pad: '' } }).length,
+    JSON.stringify({
+      event_id: randomUUID(),
+      topic: fleetTopic(0),
+      occurred_at: new Date().toISOString(),
+      data: { ...eventData(10_000), endpoint: 0, pad: '' },
+    }).length,
 );
 
 export function fleetData(seq, endpoints) {

@@ -46,7 +46,12 @@ export async function startServer({ profile = false } = {}) {
   for (const [k, v] of Object.entries(settings)) {
     if (k === 'max_connections') continue; // given on the command line by embedded.ts
     // A list setting takes each element quoted on its own.
-    await c.query(`alter system set ${k} = ${v.split(',').map((x) => `'${x.trim()}'`).join(', ')}`);
+    await c.query(
+      `alter system set ${k} = ${v
+        .split(',')
+        .map((x) => `'${x.trim()}'`)
+        .join(', ')}`,
+    );
   }
   await c.end();
   await handle.stop();

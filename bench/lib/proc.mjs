@@ -27,7 +27,8 @@ export function spawnChild(file, { envVar, cfg, execArgv = [], stdoutFile } = {}
   const exited = new Promise((resolve) => {
     child.once('exit', (code, signal) => {
       exit = { code, signal };
-      for (const w of waiters.splice(0)) w.reject(new Error(`${file} exited (${code ?? signal}) while waiting for ${w.type}: ${stderr.trim()}`));
+      for (const w of waiters.splice(0))
+        w.reject(new Error(`${file} exited (${code ?? signal}) while waiting for ${w.type}: ${stderr.trim()}`));
       resolve(exit);
     });
   });

@@ -58,7 +58,8 @@ async function seedBacklog(pool, { completed, future }) {
   const step = 200_000;
   for (let lo = 1; lo <= completed; lo += step) {
     const hi = Math.min(completed, lo + step - 1);
-    await pool.query(`
+    await pool.query(
+      `
       with g as (select g, gen_random_uuid() as eid, now() - (g % 36000) * interval '1 second' as t from generate_series($1::int, $2::int) g),
       e as (
         insert into events (id, topic, data, principal, dispatched_at, created_at)
@@ -116,7 +117,11 @@ export async function enqueue(url, { mode, n, batch = 1000, fleet }) {
     for (let i = 0; i < n; i += batch) {
       const events = [];
       for (let k = i; k < Math.min(n, i + batch); k++) {
-        events.push(mode === 'fleet' ? { topic: fleetTopic(k % fleet.endpoints), data: fleetData(k, fleet.endpoints) } : { topic: TOPIC, data: eventData(k) });
+        events.push(
+          mode === 'fleet'
+            ? { topic: fleetTopic(k % fleet.endpoints), data: fleetData(k, fleet.endpoints) }
+            : { topic: TOPIC, data: eventData(k) },
+        );
       }
       await notifyMany(client, events);
     }
@@ -197,7 +202,12 @@ export async function openFleet(url, { fleet, connections }) {
 
 /** The fleet's endpoints: each its own name, topic and path on the receiver; timeout and max_in_flight inherited. */
 function fleetEndpoints(base, fleet) {
-  return Array.from({ length: fleet.endpoints }, (_, e) => ({ name: fleetName(e), url: base + fleetPath(e), secret: SECRET, topics: [fleetTopic(e)] }));
+  return Array.from({ length: fleet.endpoints }, (_, e) => ({
+    name: fleetName(e),
+    url: base + fleetPath(e),
+    secret: SECRET,
+    topics: [fleetTopic(e)],
+  }));
 }
 
 // ---------------------------------------------------------------- worker side
@@ -214,7 +224,9 @@ export async function prepareWorker({ url, receiverUrl, variant, mode, onHandled
     ...(v.workers ? { jobs: { workers: v.workers } } : {}),
     notify: {
       webhook: {
-        ...(mode === 'fleet' ? { endpoints: fleetEndpoints(new URL(receiverUrl).origin, fleet) } : { url: receiverUrl, secret: SECRET, topics: ['order.*'] }),
+        ...(mode === 'fleet'
+          ? { endpoints: fleetEndpoints(new URL(receiverUrl).origin, fleet) }
+          : { url: receiverUrl, secret: SECRET, topics: ['order.*'] }),
         ...(v.workers ? { max_in_flight: v.workers } : {}),
       },
     },

@@ -128,7 +128,10 @@ export async function enqueue(url, { mode, n, batch = 1000, fleet }) {
 
 /** Completed jobs are deleted: done when none of this run's ids is left (a primary-key range probe). */
 export async function isDone(client, ctx) {
-  const r = await client.query(`select not exists (select 1 from ${SCHEMA}._private_jobs where id between $1 and $2) as done`, [ctx.lo, ctx.hi]);
+  const r = await client.query(`select not exists (select 1 from ${SCHEMA}._private_jobs where id between $1 and $2) as done`, [
+    ctx.lo,
+    ctx.hi,
+  ]);
   return r.rows[0].done;
 }
 

@@ -90,7 +90,10 @@ export async function enqueue(url, { mode, n, batch = 1000, fleet }) {
     for (let i = 0; i < n; i += batch) {
       const jobs = [];
       for (let k = i; k < Math.min(n, i + batch); k++) {
-        jobs.push({ name: queue, data: mode === 'noop' ? { seq: k } : mode === 'fleet' ? fleetPeerPayload(k, fleet.endpoints) : peerPayload(k) });
+        jobs.push({
+          name: queue,
+          data: mode === 'noop' ? { seq: k } : mode === 'fleet' ? fleetPeerPayload(k, fleet.endpoints) : peerPayload(k),
+        });
       }
       await b.insert(jobs);
     }

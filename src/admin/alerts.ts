@@ -36,7 +36,10 @@ function toView(r: AlertRow): AlertView {
  * Alerts with id > sinceId, oldest first. Without sinceId: the most recent `limit` (still oldest
  * first), which is what `acw-webhooks alerts` prints.
  */
-export async function readAlerts(db: Queryable, opts: { sinceId?: number | undefined; limit?: number | undefined } = {}): Promise<AlertView[]> {
+export async function readAlerts(
+  db: Queryable,
+  opts: { sinceId?: number | undefined; limit?: number | undefined } = {},
+): Promise<AlertView[]> {
   const limit = requireLimit(opts.limit, 'limit', 100, 1000);
   if (opts.sinceId === undefined) {
     const res = await db.query<AlertRow>(

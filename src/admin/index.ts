@@ -1,5 +1,16 @@
 /** Operator operations shared by the HTTP API and the CLI: plain functions over a pool, no HTTP types. */
-export { listJobs, getJob, retryJob, cancelJob, redriveJobs, JOB_STATUSES, type JobView, type AttemptView, type JobFilter, type RedriveFilter } from './jobs.js';
+export {
+  listJobs,
+  getJob,
+  retryJob,
+  cancelJob,
+  redriveJobs,
+  JOB_STATUSES,
+  type JobView,
+  type AttemptView,
+  type JobFilter,
+  type RedriveFilter,
+} from './jobs.js';
 export { addUser, listUsers, revokeUser, authenticate, type Principal, type UserView } from './users.js';
 export { readAlerts, followAlerts, pumpAlerts, latestAlertId, ALERT_ACTIONS, type AlertView, type FollowOptions } from './alerts.js';
 export { endpointHealth, testEndpoint, TEST_TOPIC, type EndpointHealth } from './endpoints.js';

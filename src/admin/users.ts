@@ -35,7 +35,11 @@ function requireRole(role: unknown): Role {
 }
 
 /** A new user with a fresh token: the only time the token is ever shown. */
-export async function addUser(db: pg.Pool, u: { name: string; role: string }, actor: string): Promise<{ name: string; role: Role; token: string }> {
+export async function addUser(
+  db: pg.Pool,
+  u: { name: string; role: string },
+  actor: string,
+): Promise<{ name: string; role: Role; token: string }> {
   const name = requireName(u.name);
   const role = requireRole(u.role);
   const token = newToken();
@@ -50,8 +54,17 @@ export async function addUser(db: pg.Pool, u: { name: string; role: string }, ac
       [name, role, hashToken(token)],
     );
     const row = res.rows[0];
-    if (!row) throw new ApiError(409, 'conflict', `name: a user named ${name} already exists (revoke it first to issue a new token)`, { field: 'name' });
-    await writeAudit(client, { action: 'user.add', actor, targetType: 'user', targetId: name, details: row.reissued ? { role, reissued: true } : { role } });
+    if (!row)
+      throw new ApiError(409, 'conflict', `name: a user named ${name} already exists (revoke it first to issue a new token)`, {
+        field: 'name',
+      });
+    await writeAudit(client, {
+      action: 'user.add',
+      actor,
+      targetType: 'user',
+      targetId: name,
+      details: row.reissued ? { role, reissued: true } : { role },
+    });
     // A reissue replaces the token and maybe the role: nothing cached of the user may outlive it.
     if (row.reissued) await announceTokenChange(client, name);
     return { name, role, token, reissued: row.reissued };
@@ -64,7 +77,12 @@ export async function listUsers(db: Queryable): Promise<UserView[]> {
   const res = await db.query<{ name: string; role: Role; created_at: Date; revoked_at: Date | null }>(
     `select name, role, created_at, revoked_at from users order by name`,
   );
-  return res.rows.map((r) => ({ name: r.name, role: r.role, created_at: r.created_at.toISOString(), revoked_at: r.revoked_at?.toISOString() ?? null }));
+  return res.rows.map((r) => ({
+    name: r.name,
+    role: r.role,
+    created_at: r.created_at.toISOString(),
+    revoked_at: r.revoked_at?.toISOString() ?? null,
+  }));
 }
 
 /**

@@ -93,7 +93,11 @@ export function parseSize(s: string): number {
 
 /** Largest unit that divides exactly: 1048576 -> "1mb", 1536 -> "1536b". */
 export function formatSize(bytes: number): string {
-  for (const [unit, factor] of [['gb', 1024 ** 3], ['mb', 1024 ** 2], ['kb', 1024]] as const) {
+  for (const [unit, factor] of [
+    ['gb', 1024 ** 3],
+    ['mb', 1024 ** 2],
+    ['kb', 1024],
+  ] as const) {
     if (bytes >= factor && bytes % factor === 0) return `${bytes / factor}${unit}`;
   }
   return `${bytes}b`;

@@ -135,8 +135,7 @@ export function list<T extends z.ZodType>(item: T) {
 
 export function topics() {
   const item = text().refine(isValidTopicPattern, {
-    error: (iss) =>
-      `expected a topic like "workspace.sync_failed", a pattern like "workspace.*", or "*", got ${show(iss.input)}`,
+    error: (iss) => `expected a topic like "workspace.sync_failed", a pattern like "workspace.*", or "*", got ${show(iss.input)}`,
   });
   return list(item);
 }

@@ -9,7 +9,15 @@ export { maskConfig } from './mask.js';
 export { redactUrl, REDACTED } from './redact-url.js';
 export { isStandardSecret } from './rules.js';
 export {
-  configSchema, LOG_LEVELS, ROLES, SCHEMES,
-  type Config, type ConfigData, type DeepReadonly, type LogLevel, type Role, type Scheme,
+  configSchema,
+  LOG_LEVELS,
+  ROLES,
+  SCHEMES,
+  type Config,
+  type ConfigData,
+  type DeepReadonly,
+  type LogLevel,
+  type Role,
+  type Scheme,
 } from './schema.js';
 export { isValidTopic, isValidTopicPattern, topicMatches } from './topics.js';

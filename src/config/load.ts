@@ -124,7 +124,11 @@ function withDatabaseUrl(tree: unknown, env: Env): unknown {
 function withoutNulls(node: unknown): unknown {
   if (Array.isArray(node)) return node.map(withoutNulls);
   if (!isObject(node)) return node;
-  return Object.fromEntries(Object.entries(node).filter(([, v]) => v !== null).map(([k, v]) => [k, withoutNulls(v)]));
+  return Object.fromEntries(
+    Object.entries(node)
+      .filter(([, v]) => v !== null)
+      .map(([k, v]) => [k, withoutNulls(v)]),
+  );
 }
 
 function deepFreeze<T>(value: T): T {

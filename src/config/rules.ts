@@ -50,10 +50,12 @@ export function missingSecrets(tree: unknown): Issue[] {
   if (!isObject(w)) return [];
   const out: Issue[] = [];
   const url = str(w['url']);
-  if (url !== undefined && url !== '' && noSecret(w)) out.push({ path: ['notify', 'webhook', 'secret'], message: 'required when notify.webhook.url is set' });
+  if (url !== undefined && url !== '' && noSecret(w))
+    out.push({ path: ['notify', 'webhook', 'secret'], message: 'required when notify.webhook.url is set' });
   const endpoints = Array.isArray(w['endpoints']) ? (w['endpoints'] as unknown[]) : [];
   endpoints.forEach((ep, i) => {
-    if (isObject(ep) && noSecret(ep)) out.push({ path: ['notify', 'webhook', 'endpoints', i, 'secret'], message: 'required (non-empty) for every endpoint' });
+    if (isObject(ep) && noSecret(ep))
+      out.push({ path: ['notify', 'webhook', 'endpoints', i, 'secret'], message: 'required (non-empty) for every endpoint' });
   });
   return out;
 }
@@ -66,7 +68,8 @@ export function checkWebhook(w: unknown, add: AddIssue): void {
   const endpoints = Array.isArray(w['endpoints']) ? (w['endpoints'] as unknown[]) : [];
   // An endpoint's own cap above the whole budget could never be reached: a sign of a mix-up.
   const total = w['max_in_flight_total'];
-  const overBudget = (v: unknown): boolean => typeof total === 'number' && total >= 1 && total <= 100_000 && typeof v === 'number' && v > total;
+  const overBudget = (v: unknown): boolean =>
+    typeof total === 'number' && total >= 1 && total <= 100_000 && typeof v === 'number' && v > total;
   const budgetMessage = (v: unknown) => `must not exceed notify.webhook.max_in_flight_total (${String(total)}), got ${String(v)}`;
   if (overBudget(w['max_in_flight'])) add(['max_in_flight'], budgetMessage(w['max_in_flight']));
   checkConnectTimeouts(w, endpoints, add);
@@ -100,7 +103,10 @@ function checkConnectTimeouts(w: Obj, endpoints: unknown[], add: AddIssue): void
     const limit = num(ep['timeout']) ?? timeout;
     if (limit === undefined) return;
     if (own !== undefined && own > limit) {
-      add(['endpoints', i, 'connect_timeout'], `must not exceed this endpoint's timeout (${formatDuration(limit)}), got ${formatDuration(own)}`);
+      add(
+        ['endpoints', i, 'connect_timeout'],
+        `must not exceed this endpoint's timeout (${formatDuration(limit)}), got ${formatDuration(own)}`,
+      );
     } else if (own === undefined && connect !== undefined && connect > limit) {
       add(
         ['endpoints', i, 'connect_timeout'],

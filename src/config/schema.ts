@@ -4,8 +4,22 @@
  */
 import { z } from 'zod';
 import {
-  bool, databaseUrl, duration, fraction, headers, httpUrl, int, list, listen, oneOf, pattern, secretText, size,
-  strict, text, topics,
+  bool,
+  databaseUrl,
+  duration,
+  fraction,
+  headers,
+  httpUrl,
+  int,
+  list,
+  listen,
+  oneOf,
+  pattern,
+  secretText,
+  size,
+  strict,
+  text,
+  topics,
 } from './fields.js';
 import { checkAuth, checkEndpoint, checkRetry, checkWebhook, isObject, type AddIssue } from './rules.js';
 
@@ -33,12 +47,18 @@ const endpoint = withRule(
     ),
     url: httpUrl().describe('http(s) URL the POST goes to'),
     secret: secretText().default('').describe('signing key (required); "whsec_<base64>" for scheme standard'),
-    topics: topics().default(() => []).describe('whitelist: exact topics, "prefix.*" or "*"'),
+    topics: topics()
+      .default(() => [])
+      .describe('whitelist: exact topics, "prefix.*" or "*"'),
     timeout: duration({ positive: true }).optional().describe('per-attempt timeout; default notify.webhook.timeout'),
-    connect_timeout: duration({ positive: true }).optional().describe('connect (TCP, TLS) timeout, at most timeout; default notify.webhook.connect_timeout'),
+    connect_timeout: duration({ positive: true })
+      .optional()
+      .describe('connect (TCP, TLS) timeout, at most timeout; default notify.webhook.connect_timeout'),
     max_in_flight: int(1, 10_000).optional().describe('concurrent deliveries per process; default notify.webhook.max_in_flight'),
     scheme: oneOf(SCHEMES).default('acw').describe('acw: X-ACW-* headers; standard: Standard Webhooks headers'),
-    headers: headers().default(() => ({})).describe('extra request headers'),
+    headers: headers()
+      .default(() => ({}))
+      .describe('extra request headers'),
     enabled: bool().default(true).describe('false: jobs for this endpoint wait instead of being sent'),
   }),
   checkEndpoint,
@@ -52,22 +72,32 @@ const webhook = withRule(
     timeout: duration({ positive: true }).prefault('10s').describe('per-attempt timeout'),
     // No schema default: unset means 5s or the endpoint's timeout when that is shorter (endpoints.ts),
     // so a config with a short timeout keeps working; a value given is refused above the timeout.
-    connect_timeout: duration({ positive: true }).optional().describe('connect (TCP, TLS) timeout, at most timeout; unset: 5s or timeout if shorter'),
+    connect_timeout: duration({ positive: true })
+      .optional()
+      .describe('connect (TCP, TLS) timeout, at most timeout; unset: 5s or timeout if shorter'),
     max_in_flight: int(1, 10_000).default(16).describe('per endpoint per process: one slow receiver cannot hold every delivery'),
     max_in_flight_total: int(1, 100_000)
       .default(2000)
       .describe('webhook deliveries in flight per process, all endpoints together; apart from jobs.workers'),
-    topics: topics().default(() => []).describe('whitelist of the default endpoint'),
+    topics: topics()
+      .default(() => [])
+      .describe('whitelist of the default endpoint'),
     scheme: oneOf(SCHEMES).default('acw').describe('signature scheme of the default endpoint'),
-    headers: headers().default(() => ({})).describe('extra request headers of the default endpoint'),
-    endpoints: list(endpoint).default(() => []).describe('more endpoints, each with its own secret'),
+    headers: headers()
+      .default(() => ({}))
+      .describe('extra request headers of the default endpoint'),
+    endpoints: list(endpoint)
+      .default(() => [])
+      .describe('more endpoints, each with its own secret'),
   }),
   checkWebhook,
 );
 
 const jobs = strict({
   enabled: bool().default(true).describe('false: no dispatcher, scheduler or workers'),
-  workers: int(1, 1000).default(32).describe('application job handlers in flight per process (webhook deliveries: notify.webhook.max_in_flight_total)'),
+  workers: int(1, 1000)
+    .default(32)
+    .describe('application job handlers in flight per process (webhook deliveries: notify.webhook.max_in_flight_total)'),
   shutdown_grace: duration().prefault('25s').describe('how long running jobs may finish at shutdown'),
   max_attempts: int(1, 100).default(6).describe('tries in total before a job goes dead'),
   poll_interval: duration({ positive: true }).prefault('2s').describe('fallback poll when no NOTIFY arrives'),
@@ -117,7 +147,9 @@ export const configSchema = strict({
     max_body: size().prefault('1mb').describe('largest request body'),
     auth: withRule(
       strict({
-        users: list(user).default(() => []).describe('bootstrap principals, upserted at start'),
+        users: list(user)
+          .default(() => [])
+          .describe('bootstrap principals, upserted at start'),
       }),
       checkAuth,
     )

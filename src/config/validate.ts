@@ -79,5 +79,8 @@ export function sortByInput(issues: readonly Issue[], tree: unknown): Issue[] {
     }
     return 0;
   };
-  return issues.map((issue) => ({ issue, at: rank(issue.path) })).toSorted((a, b) => a.at - b.at).map(({ issue }) => issue);
+  return issues
+    .map((issue) => ({ issue, at: rank(issue.path) }))
+    .toSorted((a, b) => a.at - b.at)
+    .map(({ issue }) => issue);
 }

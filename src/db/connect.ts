@@ -25,7 +25,12 @@ export async function openDatabase(config: Config, log?: Logger, opts: { poolSiz
     url = handle.url;
     embedded = handle;
   }
-  const pool = createPool({ url, size: opts.poolSize ?? config.database.pool_size, schema: config.database.schema, ...(log ? { log } : {}) });
+  const pool = createPool({
+    url,
+    size: opts.poolSize ?? config.database.pool_size,
+    schema: config.database.schema,
+    ...(log ? { log } : {}),
+  });
   let closed = false;
   return {
     url,

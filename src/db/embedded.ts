@@ -172,7 +172,18 @@ async function startServer(bin: Binaries, clusterDir: string, port: number, as: 
   if (as) chownSync(logFile, as.uid, as.gid);
   const child = spawn(
     bin.postgres,
-    ['-D', clusterDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300'],
+    [
+      '-D',
+      clusterDir,
+      '-p',
+      String(port),
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'unix_socket_directories=',
+      '-c',
+      'max_connections=300',
+    ],
     { ...as, detached: true, stdio: ['ignore', fd, fd], env: { ...process.env, LC_ALL: 'C' } },
   );
   closeSync(fd);

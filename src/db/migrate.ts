@@ -48,10 +48,9 @@ export interface MigrateOptions {
 const LOCK_CLASS = 0x61637700; // "acw\0"
 
 async function appliedIds(client: pg.ClientBase, schema: string): Promise<number[] | null> {
-  const { rows } = await client.query<{ exists: boolean }>(
-    `select to_regclass($1) is not null as exists`,
-    [`${quoteIdent(schema)}.acw_migrations`],
-  );
+  const { rows } = await client.query<{ exists: boolean }>(`select to_regclass($1) is not null as exists`, [
+    `${quoteIdent(schema)}.acw_migrations`,
+  ]);
   if (!rows[0]?.exists) return null;
   const res = await client.query<{ id: number }>(`select id from ${quoteIdent(schema)}.acw_migrations order by id`);
   return res.rows.map((r) => r.id);

@@ -40,7 +40,11 @@ export interface TransactionOptions {
 }
 
 /** Run `fn` inside one transaction on a pooled client, rolling back on error. */
-export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>, opts: TransactionOptions = {}): Promise<T> {
+export async function withTransaction<T>(
+  pool: pg.Pool,
+  fn: (client: pg.PoolClient) => Promise<T>,
+  opts: TransactionOptions = {},
+): Promise<T> {
   const client = await pool.connect();
   try {
     // One round trip either way: without parameters this goes as a simple query.

@@ -42,7 +42,11 @@ export function fromZod(error: z.ZodError, root: string): ApiError {
 
 const FASTIFY_CODES: Record<string, { code: string; field?: string; message?: string }> = {
   FST_ERR_CTP_BODY_TOO_LARGE: { code: 'body_too_large', field: 'body' },
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: { code: 'unsupported_media_type', field: 'content-type', message: 'content-type: expected application/json' },
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: {
+    code: 'unsupported_media_type',
+    field: 'content-type',
+    message: 'content-type: expected application/json',
+  },
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: 'bad_request', field: 'content-length' },
   FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'invalid_json', field: 'body' },
   FST_ERR_CTP_INVALID_JSON_BODY: { code: 'invalid_json', field: 'body' },
@@ -50,7 +54,19 @@ const FASTIFY_CODES: Record<string, { code: string; field?: string; message?: st
 };
 
 // Connection-level database failures: the service is unavailable, the request was fine.
-const DB_UNAVAILABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P02', '57P03', '53300', '08000', '08003', '08006']);
+const DB_UNAVAILABLE = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  '57P01',
+  '57P02',
+  '57P03',
+  '53300',
+  '08000',
+  '08003',
+  '08006',
+]);
 
 export interface MappedError {
   status: number;
@@ -66,7 +82,8 @@ const body = (code: string, message: string, details?: Record<string, unknown>):
 });
 
 export function mapError(err: unknown, maxBody: number): MappedError {
-  if (err instanceof ApiError) return { status: err.status, body: body(err.code, err.message, err.details), headers: err.headers, unexpected: false };
+  if (err instanceof ApiError)
+    return { status: err.status, body: body(err.code, err.message, err.details), headers: err.headers, unexpected: false };
   const e = err as { code?: unknown; statusCode?: unknown; message?: unknown } | null;
   const code = typeof e?.code === 'string' ? e.code : '';
   const statusCode = typeof e?.statusCode === 'number' ? e.statusCode : 0;
@@ -75,14 +92,21 @@ export function mapError(err: unknown, maxBody: number): MappedError {
   if (known) {
     const status = statusCode >= 400 && statusCode < 500 ? statusCode : 400;
     const message =
-      known.message ?? (code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? `body: larger than server.max_body (${maxBody} bytes)` : `${known.field}: ${text}`);
+      known.message ??
+      (code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? `body: larger than server.max_body (${maxBody} bytes)` : `${known.field}: ${text}`);
     return { status, body: body(known.code, message, known.field ? { field: known.field } : undefined), headers: {}, unexpected: false };
   }
   if (statusCode >= 400 && statusCode < 500) return { status: statusCode, body: body('bad_request', text), headers: {}, unexpected: false };
   if (DB_UNAVAILABLE.has(code) || /Connection terminated|timeout exceeded when trying to connect/i.test(text)) {
-    return { status: 503, body: body('unavailable', 'the database is unavailable; try again'), headers: { 'retry-after': '1' }, unexpected: true };
+    return {
+      status: 503,
+      body: body('unavailable', 'the database is unavailable; try again'),
+      headers: { 'retry-after': '1' },
+      unexpected: true,
+    };
   }
   // SQLSTATE class 22 (data exception): input validation should have caught it; still the client's input.
-  if (/^22[0-9A-Z]{3}$/.test(code)) return { status: 400, body: body('invalid_input', `rejected by the database: ${text}`), headers: {}, unexpected: true };
+  if (/^22[0-9A-Z]{3}$/.test(code))
+    return { status: 400, body: body('invalid_input', `rejected by the database: ${text}`), headers: {}, unexpected: true };
   return { status: 500, body: body('internal', 'internal error; it has been logged'), headers: {}, unexpected: true };
 }

@@ -35,7 +35,10 @@ const intParam = (min: number, max: number) =>
     .pipe(z.number().int().min(min).max(max));
 const boolParam = z.stringbool({ truthy: ['true', '1'], falsy: ['false', '0'], error: 'expected true or false' });
 /** A database id: digits only, small enough for bigint and exact in a JS number. */
-export const idParam = z.string().regex(/^\d{1,15}$/, 'expected a non-negative integer id').transform(Number);
+export const idParam = z
+  .string()
+  .regex(/^\d{1,15}$/, 'expected a non-negative integer id')
+  .transform(Number);
 
 export const jobIdParams = z.strictObject({ id: uuid });
 export const endpointParams = z.strictObject({ name: text(100) });

@@ -59,7 +59,10 @@ export async function createHttpServer(svc: Service, opts: HttpServerOptions): P
     const m = mapError(err, maxBody);
     if (m.unexpected) {
       const e = coerceError(err);
-      svc.log.error({ event: 'http.error', method: req.method, route: req.routeOptions.url, status: m.status, err: e.message, stack: e.stack }, 'request failed');
+      svc.log.error(
+        { event: 'http.error', method: req.method, route: req.routeOptions.url, status: m.status, err: e.message, stack: e.stack },
+        'request failed',
+      );
     }
     return reply.code(m.status).headers(m.headers).send(m.body);
   });

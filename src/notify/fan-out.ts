@@ -64,7 +64,8 @@ export function fanOutPlanner(ctx: FanOutContext): (ev: { id: string; topic: str
   const endpoints = enabled ? ctx.endpoints().filter((e) => e.enabled) : [];
   return (ev) => {
     const matching = endpoints.filter((e) => topicMatches(e.topics, ev.topic)).map((e) => e.name);
-    if (matching.length > 0) return { result: { event_id: ev.id, job_ids: matching.map((name) => webhookJobId(ev.id, name)) }, endpoints: matching };
+    if (matching.length > 0)
+      return { result: { event_id: ev.id, job_ids: matching.map((name) => webhookJobId(ev.id, name)) }, endpoints: matching };
     return { result: { event_id: ev.id, job_ids: [], skipped: enabled ? 'no_matching_endpoint' : 'webhooks_disabled' }, endpoints: [] };
   };
 }

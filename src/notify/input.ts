@@ -40,24 +40,44 @@ export const eventData = z.unknown().superRefine((value, ctx) => {
     ctx.addIssue({ code: 'custom', message: 'must be JSON-serialisable' });
     return;
   }
-  if (Buffer.byteLength(text) > MAX_DATA_BYTES) ctx.addIssue({ code: 'too_big', origin: 'string', maximum: MAX_DATA_BYTES, message: `must be at most ${MAX_DATA_BYTES} bytes of JSON` });
+  if (Buffer.byteLength(text) > MAX_DATA_BYTES)
+    ctx.addIssue({
+      code: 'too_big',
+      origin: 'string',
+      maximum: MAX_DATA_BYTES,
+      message: `must be at most ${MAX_DATA_BYTES} bytes of JSON`,
+    });
   // JSON.stringify writes NUL and lone surrogates as \u escapes (a proper surrogate pair stays raw);
   // PostgreSQL's jsonb refuses both. An escape preceded by an odd run of backslashes is the text "\u…".
   if (ESCAPED_NUL.test(text)) ctx.addIssue({ code: 'custom', message: 'must not contain NUL characters (\\u0000)' });
-  if (ESCAPED_SURROGATE.test(text)) ctx.addIssue({ code: 'custom', message: 'must be valid Unicode (a lone surrogate such as \\ud800 was found)' });
+  if (ESCAPED_SURROGATE.test(text))
+    ctx.addIssue({ code: 'custom', message: 'must be valid Unicode (a lone surrogate such as \\ud800 was found)' });
   if (depthOf(value, MAX_DEPTH) > MAX_DEPTH) ctx.addIssue({ code: 'custom', message: `must not nest deeper than ${MAX_DEPTH} levels` });
 });
 
-export const topicField = z
-  .string()
-  .max(200)
-  .refine(isValidTopic, { message: 'expected lowercase dot-separated words like "workspace.sync_failed" ([a-z0-9_] words joined by dots)' });
+export const topicField = z.string().max(200).refine(isValidTopic, {
+  message: 'expected lowercase dot-separated words like "workspace.sync_failed" ([a-z0-9_] words joined by dots)',
+});
 
 export const notifyInput = z.strictObject({
   topic: topicField,
   data: eventData,
-  recipients: z.array(z.string().min(1).max(64).regex(/^[A-Za-z0-9_.@-]+$/, 'expected a user name')).max(1000).optional(),
-  idempotency_key: z.string().min(1).max(200).regex(/^[\x21-\x7e]+$/, 'expected printable ASCII without spaces').optional(),
+  recipients: z
+    .array(
+      z
+        .string()
+        .min(1)
+        .max(64)
+        .regex(/^[A-Za-z0-9_.@-]+$/, 'expected a user name'),
+    )
+    .max(1000)
+    .optional(),
+  idempotency_key: z
+    .string()
+    .min(1)
+    .max(200)
+    .regex(/^[\x21-\x7e]+$/, 'expected printable ASCII without spaces')
+    .optional(),
 });
 export type NotifyInput = z.infer<typeof notifyInput>;
 

@@ -152,7 +152,11 @@ async function notifyEvents(
 }
 
 /** Deadlock and serialization failures are the database asking for the transaction again. */
-async function retryingTransaction<T>(pool: pg.Pool, ctx: FanOutContext, fn: (client: pg.PoolClient, h: Handover) => Promise<T>): Promise<T> {
+async function retryingTransaction<T>(
+  pool: pg.Pool,
+  ctx: FanOutContext,
+  fn: (client: pg.PoolClient, h: Handover) => Promise<T>,
+): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await handoverTransaction(pool, ctx.adopter?.() ?? null, fn);

@@ -83,14 +83,27 @@ export class Flusher {
         }
       } else {
         const permanent = o.kind === 'permanent';
-        fails.push([f, { held, error: o.error, dead: permanent, reason: permanent ? 'permanent' : 'max_attempts', delayMs: f.delayMs, attempt }]);
+        fails.push([
+          f,
+          { held, error: o.error, dead: permanent, reason: permanent ? 'permanent' : 'max_attempts', delayMs: f.delayMs, attempt },
+        ]);
       }
     }
     const { pool, onDead } = this.opts;
     const [c, x, r] = await Promise.allSettled([
-      completeJobs(pool, completes.map((f) => ({ held: { id: f.job.id, leaseToken: f.job.leaseToken }, attempt: f.outcome.attempt }))),
-      failJobs(pool, fails.map(([, i]) => i), onDead),
-      releaseJobs(pool, releases.map(([, i]) => i)),
+      completeJobs(
+        pool,
+        completes.map((f) => ({ held: { id: f.job.id, leaseToken: f.job.leaseToken }, attempt: f.outcome.attempt })),
+      ),
+      failJobs(
+        pool,
+        fails.map(([, i]) => i),
+        onDead,
+      ),
+      releaseJobs(
+        pool,
+        releases.map(([, i]) => i),
+      ),
     ]);
     const retry: Finished[] = [];
     if (c.status === 'fulfilled') for (const f of completes) this.report(f, c.value.has(f.job.id), 'completed');
@@ -100,9 +113,19 @@ export class Flusher {
         const ch = x.value.changed.get(f.job.id);
         this.report(f, ch !== undefined, ch?.status === 'dead' ? 'dead' : 'retry', ch?.runAt);
       }
-    } else this.writeFailed(x.reason, fails.map(([f]) => f), retry);
+    } else
+      this.writeFailed(
+        x.reason,
+        fails.map(([f]) => f),
+        retry,
+      );
     if (r.status === 'fulfilled') for (const [f] of releases) this.report(f, r.value.has(f.job.id), 'released');
-    else this.writeFailed(r.reason, releases.map(([f]) => f), retry);
+    else
+      this.writeFailed(
+        r.reason,
+        releases.map(([f]) => f),
+        retry,
+      );
     return retry;
   }
 
@@ -118,7 +141,10 @@ export class Flusher {
     const { log } = this.opts;
     const base = { job_id: f.job.id, type: f.job.type, attempt: f.job.attempts };
     if (!changed) {
-      log.warn({ event: 'job.lease_lost', ...base, outcome: f.outcome.kind }, 'lease was lost before the outcome was written; nothing changed');
+      log.warn(
+        { event: 'job.lease_lost', ...base, outcome: f.outcome.kind },
+        'lease was lost before the outcome was written; nothing changed',
+      );
     } else if (what === 'completed') {
       log.debug({ event: 'job.completed', ...base }, 'job completed');
     } else if (what === 'retry') {

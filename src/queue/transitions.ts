@@ -4,8 +4,10 @@ import { attemptArrays } from './attempt-rows.js';
 import { ATTEMPTS_SPENT, CLEAR_LEASE, JOB_COLUMNS, NOT_SKIPPED, RETURNING, SET_RUNNING, redriveWhere } from './job-rows.js';
 import { dbToLocal, toClaimed, toDead, toHeldJob, type ClaimRow, type InsertRow, type TransitionRow } from './job-rows.js';
 import type { JobRow, ReapedRow, RedriveMatch } from './job-rows.js';
-import type { ClaimPlan } from './slots.js';
-import type { AttemptRecord, ClaimedJob, DeadHook, DeadReason, Held, NewJob } from './types.js';
+import type { AttemptRecord, ClaimedJob, DeadHook, Held, NewJob } from './types.js';
+import type { ClaimOptions, FailItem, FailResult, HoldOptions, InsertedJobs, ReleaseItem } from './transition-types.js';
+
+export type { ClaimOptions, FailItem, FailResult, HoldOptions, InsertedJobs, ReleaseItem };
 
 /**
  * Every change to a job's status, one exported function per transition of the state machine in
@@ -21,19 +23,6 @@ import type { AttemptRecord, ClaimedJob, DeadHook, DeadReason, Held, NewJob } fr
  * The hot-path statements are prepared (`name`) and were tuned (bench/README.md): change their
  * text only with a measurement.
  */
-
-export interface ClaimOptions {
-  workerId: string;
-  leaseMs: number;
-  types?: readonly string[];
-  /** Without a plan: any due job, oldest first, at most this many. */
-  limit?: number;
-  /**
-   * What a worker pool may take (SlotBudget.beginClaim). With per-endpoint slots, only those
-   * endpoints are read (an endpoint at 0 is skipped without reading its backlog), round-robin.
-   */
-  plan?: ClaimPlan;
-}
 
 /**
  * Any due job of the given types, oldest first, from the `(run_at, id)` index of pending jobs.
@@ -78,7 +67,16 @@ export async function claimJobs(db: Queryable, opts: ClaimOptions): Promise<Clai
       ? await db.query<ClaimRow>({
           name: 'acw_claim_fair',
           text: CLAIM_FAIR_SQL,
-          values: [opts.workerId, opts.leaseMs, plan.deliveries, opts.types ?? null, [...slots.keys()], [...slots.values()], plan.workers, plan.total],
+          values: [
+            opts.workerId,
+            opts.leaseMs,
+            plan.deliveries,
+            opts.types ?? null,
+            [...slots.keys()],
+            [...slots.values()],
+            plan.workers,
+            plan.total,
+          ],
         })
       : await db.query<ClaimRow>({
           name: 'acw_claim',
@@ -87,20 +85,6 @@ export async function claimJobs(db: Queryable, opts: ClaimOptions): Promise<Clai
         });
   const localNow = Date.now();
   return res.rows.map((r) => toClaimed(r, localNow));
-}
-
-/** Jobs inserted already claimed by this process (claim on dispatch): its worker id and lease length. */
-export interface HoldOptions {
-  workerId: string;
-  leaseMs: number;
-  /** Ids (set on the NewJob) of the jobs to insert as `running`; the rest go in as `pending`. */
-  ids: ReadonlySet<string>;
-}
-
-export interface InsertedJobs {
-  ids: string[];
-  /** The jobs inserted as `running` under `hold`, as if claimed: attempt 1 spent, lease issued. */
-  held: ClaimedJob[];
 }
 
 /**
@@ -219,21 +203,6 @@ export async function completeJobs(
   return new Set(res.rows.map((r) => r.id));
 }
 
-export interface FailItem {
-  held: Held;
-  error: string;
-  /** Dead now, whatever attempts remain. */
-  dead: boolean;
-  reason: DeadReason;
-  delayMs: number;
-  attempt?: AttemptRecord | undefined;
-}
-
-export interface FailResult {
-  /** Jobs whose lease still held: each with its new status. */
-  changed: Map<string, { status: 'pending' | 'dead'; runAt: Date }>;
-}
-
 /**
  * Fail: running -> pending after the delay (retry after back-off), or -> dead when the attempts
  * are spent or the failure is permanent. The dead hook runs in the same transaction, with only the
@@ -267,24 +236,15 @@ export async function failJobs(pool: pg.Pool, items: readonly FailItem[], onDead
   return withTransaction(pool, async (client) => {
     const res = await client.query<TransitionRow & { run_at: Date }>({ name: att ? 'acw_fail_att' : 'acw_fail', text, values });
     const dead = res.rows.filter((r) => r.status === 'dead');
-    if (dead.length > 0 && onDead) await onDead(client, dead.map((r) => toDead(r, reasons.get(r.id) ?? 'max_attempts')));
+    if (dead.length > 0 && onDead)
+      await onDead(
+        client,
+        dead.map((r) => toDead(r, reasons.get(r.id) ?? 'max_attempts')),
+      );
     return {
       changed: new Map(res.rows.map((r) => [r.id, { status: r.status as 'pending' | 'dead', runAt: r.run_at }])),
     };
   });
-}
-
-export interface ReleaseItem {
-  held: Held;
-  delayMs: number;
-  error?: string | null;
-  /**
-   * Why the endpoint could not be used: `unknown` starts the 24 h clock (`parked_since`) unless it
-   * runs, `disabled` stops it; both start `skipped_since` unless it runs. Without it (a hand-back
-   * at shutdown, a lost lease) both stay as they are.
-   */
-  park?: 'unknown' | 'disabled';
-  attempt?: AttemptRecord | undefined;
 }
 
 /**
@@ -358,7 +318,11 @@ export async function reapJobs(
       [opts.batch, opts.channel],
     );
     const dead = res.rows.filter((r) => r.status === 'dead');
-    if (dead.length > 0 && opts.onDead) await opts.onDead(client, dead.map((r) => toDead(r, 'reaped')));
+    if (dead.length > 0 && opts.onDead)
+      await opts.onDead(
+        client,
+        dead.map((r) => toDead(r, 'reaped')),
+      );
     return res.rows;
   });
 }

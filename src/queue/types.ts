@@ -74,7 +74,13 @@ export type JobOutcome =
   | { kind: 'retry'; error: string; retryAfterMs?: number; attempt?: AttemptRecord }
   | { kind: 'permanent'; error: string; attempt?: AttemptRecord }
   /** Back to pending without spending the attempt; dead with `error` once its endpoint has been unknown longer than deadAfterMs. */
-  | { kind: 'release'; delayMs: number; error: string; park?: { reason: 'unknown' | 'disabled'; deadAfterMs: number }; attempt?: AttemptRecord };
+  | {
+      kind: 'release';
+      delayMs: number;
+      error: string;
+      park?: { reason: 'unknown' | 'disabled'; deadAfterMs: number };
+      attempt?: AttemptRecord;
+    };
 
 /** A job row as the dead hook sees it, after the transition. */
 export interface DeadJob {

@@ -1,53 +1,21 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type pg from 'pg';
 import { DoublingDelay, Wakeup } from '../delay.js';
 import { PermanentError, coerceError } from '../errors.js';
 import { Listener } from '../db/listener.js';
 import { silentLogger, type Logger } from '../log.js';
-import { outcomeDelay, type RetryPolicy } from './backoff.js';
+import { outcomeDelay } from './backoff.js';
 import { ClaimTimers } from './claim-timers.js';
-import { Flusher, type Finished } from './flusher.js';
+import { Flusher } from './flusher.js';
 import { Heartbeat, type Running } from './heartbeat.js';
 import { SlotBudget, slotsUsedUp, type ClaimPlan } from './slots.js';
 import { nextDueIn, pendingEndpoints } from './store.js';
 import { claimJobs, releaseJobs } from './transitions.js';
 import type { JobContext, JobHandler, OutcomeHandler } from './handler.js';
-import type { ClaimedJob, DeadHook, JobOutcome } from './types.js';
+import type { ClaimedJob, JobOutcome } from './types.js';
+import type { WorkerPoolOptions } from './worker-options.js';
 
-export type { JobContext, JobHandler, OutcomeHandler };
-
-export interface WorkerPoolOptions {
-  pool: pg.Pool;
-  /** For the LISTEN connection of its own. */
-  url: string;
-  /** NOTIFY channel that enqueuers signal. */
-  channel: string;
-  /** Handlers by job type; more can be added with registerHandler() before start(). */
-  handlers: Record<string, JobHandler | OutcomeHandler>;
-  /** Jobs with no endpoint (application handlers) in flight at once: `jobs.workers`. */
-  concurrency: number;
-  /**
-   * Webhook deliveries (jobs with an endpoint) in flight at once, a budget apart from
-   * `concurrency` (`notify.webhook.max_in_flight_total`). Absent: they share `concurrency`.
-   */
-  deliveries?: number;
-  leaseMs: number;
-  pollMs: number;
-  shutdownGraceMs: number;
-  retry: RetryPolicy;
-  onDead?: DeadHook;
-  /** Per-endpoint concurrency caps for this process (max_in_flight, lowered while failing), read at every claim. */
-  endpointLimits?: () => ReadonlyMap<string, number>;
-  /** Endpoints whose cap is below their max_in_flight: together they hold at most half the delivery budget. */
-  degraded?: (endpoint: string) => boolean;
-  /** Told each outcome the moment a handler returns, before it is written (the adaptive limits). */
-  onOutcome?: (job: ClaimedJob, outcome: JobOutcome) => void;
-  log?: Logger;
-  workerId?: string;
-  /** Called with every outcome once written, for metrics. */
-  onFinished?: (f: Finished, changed: boolean, nextRunAt: Date | undefined) => void;
-}
+export type { JobContext, JobHandler, OutcomeHandler, WorkerPoolOptions };
 
 export function makeWorkerId(): string {
   return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
@@ -174,7 +142,10 @@ export class WorkerPool {
     if (this.stopping) {
       for (const j of jobs) this.slots.drop(j.endpoint);
       // If this fails too, the reaper hands them back once the lease runs out.
-      await releaseJobs(this.opts.pool, jobs.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 }))).catch(() => undefined);
+      await releaseJobs(
+        this.opts.pool,
+        jobs.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 })),
+      ).catch(() => undefined);
       return;
     }
     for (const job of jobs) this.run(job, true);
@@ -259,9 +230,10 @@ export class WorkerPool {
       if (this.stopping) {
         // Claimed while the stop began: hand them straight back, attempt unspent.
         this.slots.endClaim();
-        await releaseJobs(this.opts.pool, jobs.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 }))).catch(
-          () => undefined,
-        );
+        await releaseJobs(
+          this.opts.pool,
+          jobs.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 })),
+        ).catch(() => undefined);
         break;
       }
       this.slots.endClaim();
@@ -284,7 +256,6 @@ export class WorkerPool {
       }
     }
   }
-
 
   /** Start a held job; `counted` when its endpoint slot was already taken by reserve(). */
   private run(job: ClaimedJob, counted = false): void {
@@ -355,7 +326,6 @@ export class WorkerPool {
       this.wake(true);
     });
   }
-
 
   /**
    * Stop claiming, let in-flight jobs finish within the grace, then abort the rest (their HTTP

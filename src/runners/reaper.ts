@@ -33,7 +33,8 @@ export async function reapExpiredJobs(
         { event: 'job.reaped', job_id: r.id, type: r.type, attempt: r.attempts, status: r.status, locked_by: r.locked_by },
         r.status === 'dead' ? 'expired lease on the last attempt: job is dead' : 'expired lease: job back to pending',
       );
-      if (r.status === 'dead') opts.log.error({ event: 'job.dead', job_id: r.id, type: r.type, attempt: r.attempts, error: r.last_error }, 'job is dead');
+      if (r.status === 'dead')
+        opts.log.error({ event: 'job.dead', job_id: r.id, type: r.type, attempt: r.attempts, error: r.last_error }, 'job is dead');
     }
     if (rows.length > 0) opts.onReaped?.(rows);
     total += rows.length;

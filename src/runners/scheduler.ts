@@ -82,13 +82,16 @@ export class Scheduler {
 
   private arm(r: PeriodicRunner, delay: number): void {
     if (this.ctl.signal.aborted) return;
-    const t = setTimeout(() => {
-      const p = this.tick(r).finally(() => {
-        this.active.delete(p);
-        this.arm(r, this.checkEvery(r));
-      });
-      this.active.add(p);
-    }, Math.min(delay, MAX_TIMER_MS));
+    const t = setTimeout(
+      () => {
+        const p = this.tick(r).finally(() => {
+          this.active.delete(p);
+          this.arm(r, this.checkEvery(r));
+        });
+        this.active.add(p);
+      },
+      Math.min(delay, MAX_TIMER_MS),
+    );
     t.unref();
     this.timers.set(r.name, t);
   }

@@ -14,7 +14,15 @@ import { parseRetryAfter } from './retry-after.js';
  *   aborted         our side gave up: worker shutdown or lease lost (not the endpoint's fault)
  */
 export type ErrorKind =
-  | 'http_status' | 'redirect' | 'invalid_request' | 'timeout' | 'dns' | 'connect' | 'tls' | 'protocol' | 'network'
+  | 'http_status'
+  | 'redirect'
+  | 'invalid_request'
+  | 'timeout'
+  | 'dns'
+  | 'connect'
+  | 'tls'
+  | 'protocol'
+  | 'network'
   | 'aborted';
 
 export type AttemptOutcome =
@@ -48,11 +56,27 @@ export function classifyResponse(status: number, headers: ResponseHeaders = {}, 
   return outcome;
 }
 
-const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'ETIMEDOUT', 'ESOCKETTIMEDOUT']);
+const TIMEOUT_CODES = new Set([
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'ETIMEDOUT',
+  'ESOCKETTIMEDOUT',
+]);
 const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', 'EAI_NODATA']);
 const CONNECT_CODES = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'EPIPE', 'EHOSTUNREACH', 'EHOSTDOWN', 'ENETUNREACH', 'ENETDOWN',
-  'EADDRNOTAVAIL', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'UND_ERR_DESTROYED',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'EHOSTDOWN',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'EADDRNOTAVAIL',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+  'UND_ERR_DESTROYED',
 ]);
 const INVALID_CODES = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTED', 'ERR_INVALID_URL', 'ERR_INVALID_ARG_TYPE']);
 

@@ -14,7 +14,9 @@ export interface DeliverPayload {
 }
 
 export function isDeliverPayload(p: unknown): p is DeliverPayload {
-  return typeof p === 'object' && p !== null && typeof (p as DeliverPayload).body === 'string' && typeof (p as DeliverPayload).topic === 'string';
+  return (
+    typeof p === 'object' && p !== null && typeof (p as DeliverPayload).body === 'string' && typeof (p as DeliverPayload).topic === 'string'
+  );
 }
 
 /** The name-based (version 5) UUID namespace of webhook job ids. Never change it: see webhookJobId. */

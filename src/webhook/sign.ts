@@ -52,9 +52,24 @@ export interface BuildHeadersOptions {
 // Headers the protocol owns (either scheme) or that undici must compute/rejects: an endpoint's
 // `extra` may not set them, compared case-insensitively.
 const RESERVED = new Set([
-  'content-type', 'user-agent', 'x-acw-topic', 'x-acw-event-id', 'x-acw-timestamp', 'x-acw-signature',
-  'webhook-id', 'webhook-timestamp', 'webhook-signature',
-  'host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'expect', 'te', 'trailer',
+  'content-type',
+  'user-agent',
+  'x-acw-topic',
+  'x-acw-event-id',
+  'x-acw-timestamp',
+  'x-acw-signature',
+  'webhook-id',
+  'webhook-timestamp',
+  'webhook-signature',
+  'host',
+  'content-length',
+  'transfer-encoding',
+  'connection',
+  'keep-alive',
+  'upgrade',
+  'expect',
+  'te',
+  'trailer',
 ]);
 
 const USER_AGENT = `acw-webhooks/${VERSION}`;

@@ -60,7 +60,9 @@ describe('users', () => {
     expect((await revokeUser(db.pool, 'temp', 'ops')).revoked_at).toBe(revoked.revoked_at);
     expect((await refusal(revokeUser(db.pool, 'ghost', 'ops'))).status).toBe(404);
     expect((await db.pool.query(`select 1 from audit_log where action = 'user.revoke'`)).rows).toHaveLength(1);
-    expect(await listUsers(db.pool)).toEqual([{ name: 'temp', role: 'admin', created_at: expect.any(String), revoked_at: revoked.revoked_at }]);
+    expect(await listUsers(db.pool)).toEqual([
+      { name: 'temp', role: 'admin', created_at: expect.any(String), revoked_at: revoked.revoked_at },
+    ]);
   });
 
   it('a revoked name can be added again: a new token, the same user; the old token stays refused', async () => {
@@ -211,7 +213,14 @@ describe('endpointHealth', () => {
               (gen_random_uuid(), 1, 'crm', 200, null, null, 30), (gen_random_uuid(), 1, 'crm', 500, 'http_status', 'HTTP 500', 40)`,
     );
     const [h] = await endpointHealth(db.pool, [ep, { ...ep, name: 'idle' }]).then((r) => r);
-    expect(h).toMatchObject({ name: 'crm', topics: ['crm.*'], attempts: 4, success_rate: 0.75, p50_duration_ms: 25, last_error: 'HTTP 500' });
+    expect(h).toMatchObject({
+      name: 'crm',
+      topics: ['crm.*'],
+      attempts: 4,
+      success_rate: 0.75,
+      p50_duration_ms: 25,
+      last_error: 'HTTP 500',
+    });
     // percentile_cont gives 39.699999999999996 here; the API rounds to 0.1 ms.
     expect(h!.p99_duration_ms).toBe(39.7);
     expect(JSON.stringify(h)).not.toContain('top-secret');

@@ -20,14 +20,22 @@ function benchScripts(dir: string): string[] {
 function distImports(text: string): Array<[string, string[]]> {
   const out: Array<[string, string[]]> = [];
   for (const m of text.matchAll(/\{([^{}]*)\}\s*=\s*await (?:dist|imp)\('([^']+)'\)/g)) {
-    out.push([m[2]!, m[1]!.split(',').map((n) => n.split(':')[0]!.trim()).filter(Boolean)]);
+    out.push([
+      m[2]!,
+      m[1]!
+        .split(',')
+        .map((n) => n.split(':')[0]!.trim())
+        .filter(Boolean),
+    ]);
   }
   for (const m of text.matchAll(/\(await (?:dist|imp)\('([^']+)'\)\)\.(\w+)/g)) out.push([m[1]!, [m[2]!]]);
   return out;
 }
 
 describe('bench/ imports from dist/', () => {
-  const found = benchScripts(BENCH).flatMap((file) => distImports(readFileSync(file, 'utf8')).map(([mod, names]) => ({ file: relative(ROOT, file), mod, names })));
+  const found = benchScripts(BENCH).flatMap((file) =>
+    distImports(readFileSync(file, 'utf8')).map(([mod, names]) => ({ file: relative(ROOT, file), mod, names })),
+  );
 
   it('finds the imports it checks', () => {
     expect(found.length).toBeGreaterThan(10);

@@ -4,8 +4,21 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
 import {
-  checkOutcome, endpointOf, killStarted, outboxEvents, report, runningJobs, scaled, listening, sleep, startChaosReceiver,
-  startService, terminate, workDir, writeConfig, type ChaosReceiver,
+  checkOutcome,
+  endpointOf,
+  killStarted,
+  outboxEvents,
+  report,
+  runningJobs,
+  scaled,
+  listening,
+  sleep,
+  startChaosReceiver,
+  startService,
+  terminate,
+  workDir,
+  writeConfig,
+  type ChaosReceiver,
 } from './harness.js';
 
 const ROUNDS: string[][] = [['acw-webhooks-listener'], ['acw-webhooks'], ['acw-webhooks-listener', 'acw-webhooks']];
@@ -54,5 +67,11 @@ it('killed connections, repeated: the LISTEN connections and the pools recover, 
   const out = await checkOutcome({ pool: db.pool, accepted, endpoints: [{ receiver: rx }], maxDuplicates: inFlightAtKills });
   expect(await serve.stop()).toBe(0);
   expect(await worker.stop()).toBe(0);
-  report('killed connections', t0, { events: n, kill_rounds: kills, connections_terminated: terminated, in_flight_at_kills: inFlightAtKills, ...out });
+  report('killed connections', t0, {
+    events: n,
+    kill_rounds: kills,
+    connections_terminated: terminated,
+    in_flight_at_kills: inFlightAtKills,
+    ...out,
+  });
 });

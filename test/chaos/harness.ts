@@ -28,7 +28,11 @@ export function scaled(n: number, min: number): number {
 
 export const BIN = fileURLToPath(new URL('../../bin/acw-webhooks.js', import.meta.url));
 
-export const TOKENS = { service: 'chaos-service-token-0000000001', ops: 'chaos-admin-token-00000000001', oncall: 'chaos-admin-token-00000000002' };
+export const TOKENS = {
+  service: 'chaos-service-token-0000000001',
+  ops: 'chaos-admin-token-00000000001',
+  oncall: 'chaos-admin-token-00000000002',
+};
 /** Two admins, so "one notification per admin per dead job" is tested with more than one. */
 export const ADMINS = ['ops', 'oncall'];
 
@@ -332,18 +336,27 @@ export async function terminate(pool: pg.Pool, apps: string[]): Promise<number> 
 export async function stopPostgres(dataDir: string): Promise<void> {
   const pid = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
   process.kill(pid, 'SIGINT');
-  await waitFor(() => {
-    try {
-      process.kill(pid, 0);
-      return false;
-    } catch {
-      return true;
-    }
-  }, 60_000, 50);
+  await waitFor(
+    () => {
+      try {
+        process.kill(pid, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    },
+    60_000,
+    50,
+  );
 }
 
 /** Start it again on the same port and cluster directory, as the same user; resolves once it accepts connections. */
-export async function restartPostgres(cluster: string, port: number, postgresBin: string, as: { uid: number; gid: number } | null): Promise<void> {
+export async function restartPostgres(
+  cluster: string,
+  port: number,
+  postgresBin: string,
+  as: { uid: number; gid: number } | null,
+): Promise<void> {
   const child = spawn(
     postgresBin,
     ['-D', cluster, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300'],
@@ -406,13 +419,16 @@ export async function checkOutcome(o: Outcome): Promise<OutcomeReport> {
   const { pool } = o;
   const statusCounts = async (): Promise<Record<string, number>> =>
     Object.fromEntries(
-      (await pool.query<{ status: string; n: number }>('select status, count(*)::int as n from jobs group by 1')).rows.map((r) => [r.status, r.n]),
+      (await pool.query<{ status: string; n: number }>('select status, count(*)::int as n from jobs group by 1')).rows.map((r) => [
+        r.status,
+        r.n,
+      ]),
     );
   try {
     await waitFor(
       async () =>
-        (await count(pool, 'select count(*)::int as n from events where id = any($1::uuid[]) and dispatched_at is null', [o.accepted])) === 0 &&
-        (await count(pool, `select count(*)::int as n from jobs where status in ('pending', 'running')`)) === 0,
+        (await count(pool, 'select count(*)::int as n from events where id = any($1::uuid[]) and dispatched_at is null', [o.accepted])) ===
+          0 && (await count(pool, `select count(*)::int as n from jobs where status in ('pending', 'running')`)) === 0,
       o.settleMs ?? 120_000,
       200,
     );
@@ -454,13 +470,16 @@ export async function checkOutcome(o: Outcome): Promise<OutcomeReport> {
     }
     for (const s of seen.values()) perReceiver[receiver.name] = (perReceiver[receiver.name] ?? 0) + Math.max(0, s.acked - 1);
     duplicates += perReceiver[receiver.name] ?? 0;
-    const undelivered = jobs.filter((j) => j.endpoint === receiver.name && j.status === 'completed' && seen.get(j.id)?.eventId !== j.event_id);
+    const undelivered = jobs.filter(
+      (j) => j.endpoint === receiver.name && j.status === 'completed' && seen.get(j.id)?.eventId !== j.event_id,
+    );
     expect(undelivered.length, `${receiver.name}: completed jobs never received with their event`).toBe(0);
   }
   const maxDuplicates = typeof o.maxDuplicates === 'number' ? o.maxDuplicates : await o.maxDuplicates();
-  expect(duplicates, `deliveries taken twice (bound: the jobs in flight at the fault), by receiver ${JSON.stringify(perReceiver)}`).toBeLessThanOrEqual(
-    maxDuplicates,
-  );
+  expect(
+    duplicates,
+    `deliveries taken twice (bound: the jobs in flight at the fault), by receiver ${JSON.stringify(perReceiver)}`,
+  ).toBeLessThanOrEqual(maxDuplicates);
 
   // The record says which attempt delivered each job: exactly one 2xx attempt made under a lease
   // that held (not flagged lease_lost), and it is the job's last claim; a dead job has none. A
@@ -494,7 +513,9 @@ export async function checkOutcome(o: Outcome): Promise<OutcomeReport> {
         where n.topic = 'webhook.dead_letter' group by 1 order by 1`,
     )
   ).rows;
-  expect(notes, 'one dead_letter notification per admin per dead job').toEqual(dead.map((id) => ({ job_id: id, admins: ADMINS.toSorted(), n: ADMINS.length })));
+  expect(notes, 'one dead_letter notification per admin per dead job').toEqual(
+    dead.map((id) => ({ job_id: id, admins: ADMINS.toSorted(), n: ADMINS.length })),
+  );
   return { jobs: jobs.length, requests, duplicates, dead: dead.length };
 }
 

@@ -4,8 +4,19 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
 import {
-  checkOutcome, count, endpointOf, killStarted, lockedByPrefix, outboxEvents, report, scaled, startChaosReceiver, startService, workDir,
-  writeConfig, type ChaosReceiver,
+  checkOutcome,
+  count,
+  endpointOf,
+  killStarted,
+  lockedByPrefix,
+  outboxEvents,
+  report,
+  scaled,
+  startChaosReceiver,
+  startService,
+  workDir,
+  writeConfig,
+  type ChaosReceiver,
 } from './harness.js';
 
 const LEASE_MS = 3_000;
@@ -31,15 +42,22 @@ it('kill -9 of a worker with its deliveries in flight: the other worker finishes
   const t0 = Date.now();
   const events = scaled(50, 5);
   const n = events * rxs.length;
-  const cfg = writeConfig(work.dir, 'kill9.yaml', rxs.map((rx) => endpointOf(rx, { max_in_flight: events, timeout: '60s' })), {
-    workers: n + 10,
-    job_reaper: { interval: `${REAPER_MS}ms`, lease_timeout: `${LEASE_MS}ms` },
-  });
+  const cfg = writeConfig(
+    work.dir,
+    'kill9.yaml',
+    rxs.map((rx) => endpointOf(rx, { max_in_flight: events, timeout: '60s' })),
+    {
+      workers: n + 10,
+      job_reaper: { interval: `${REAPER_MS}ms`, lease_timeout: `${LEASE_MS}ms` },
+    },
+  );
   const a = await startService('worker', cfg, db.url);
   const accepted = await outboxEvents(db.pool, events, 'kill9');
   // Every delivery in flight at A: its receiver holds each request open.
   for (const rx of rxs) await rx.waitForCount(events);
-  expect(await count(db.pool, `select count(*)::int as n from jobs where status = 'running' and locked_by like $1`, [lockedByPrefix(a)])).toBe(n);
+  expect(
+    await count(db.pool, `select count(*)::int as n from jobs where status = 'running' and locked_by like $1`, [lockedByPrefix(a)]),
+  ).toBe(n);
   const b = await startService('worker', cfg, db.url);
 
   a.child.kill('SIGKILL');
@@ -58,7 +76,9 @@ it('kill -9 of a worker with its deliveries in flight: the other worker finishes
   const out = await checkOutcome({ pool: db.pool, accepted, endpoints: rxs.map((receiver) => ({ receiver })), maxDuplicates: n });
   // B delivered each again (A's requests were never answered), on the job's second attempt.
   expect(await count(db.pool, `select count(*)::int as n from jobs where attempts = 2`)).toBe(n);
-  expect(b.lines.filter((l) => l.includes('"job.reaped"')).length + a.lines.filter((l) => l.includes('"job.reaped"')).length).toBeGreaterThan(0);
+  expect(
+    b.lines.filter((l) => l.includes('"job.reaped"')).length + a.lines.filter((l) => l.includes('"job.reaped"')).length,
+  ).toBeGreaterThan(0);
   expect(await b.stop()).toBe(0);
   report('kill -9', t0, { in_flight: n, rescued_ms: rescuedMs, ...out });
 });

@@ -11,8 +11,23 @@ import { binaries, reachableBinaries, runAs } from '../../src/db/embedded-files.
 import { createPool } from '../../src/db/pool.js';
 import { waitFor } from '../helpers/logs.js';
 import {
-  checkOutcome, endpointOf, killStarted, listening, notifyBatchUntilAccepted, report, restartPostgres, runningJobs, scaled, sleep,
-  startChaosReceiver, startService, stopPostgres, workDir, writeConfig, type ChaosReceiver, type ServiceProc,
+  checkOutcome,
+  endpointOf,
+  killStarted,
+  listening,
+  notifyBatchUntilAccepted,
+  report,
+  restartPostgres,
+  runningJobs,
+  scaled,
+  sleep,
+  startChaosReceiver,
+  startService,
+  stopPostgres,
+  workDir,
+  writeConfig,
+  type ChaosReceiver,
+  type ServiceProc,
 } from './harness.js';
 
 const OUTAGE_MS = 10_000;
@@ -136,7 +151,14 @@ it('PostgreSQL down for 10 s in the middle of the deliveries: everything recover
   const downAt = Date.now();
   await stopPostgres(dataDir);
   // Both processes notice: /readyz answers 503.
-  await waitFor(() => ['serve', 'worker'].every((k) => health.probes.some((p) => p.at > downAt && p.proc === k && p.route === '/readyz' && p.status === 503)), 30_000, 50).catch((err: unknown) => {
+  await waitFor(
+    () =>
+      ['serve', 'worker'].every((k) =>
+        health.probes.some((p) => p.at > downAt && p.proc === k && p.route === '/readyz' && p.status === 503),
+      ),
+    30_000,
+    50,
+  ).catch((err: unknown) => {
     throw new Error(`no 503 from /readyz: serve exit ${serve.child.exitCode}\n${serve.lines.slice(-30).join('\n')}`, { cause: err });
   });
   await sleep(OUTAGE_MS - (Date.now() - downAt));
@@ -144,7 +166,12 @@ it('PostgreSQL down for 10 s in the middle of the deliveries: everything recover
   await restartPostgres(realpathSync(join(dataDir, 'pg')), port, bin.postgres, runAs());
   const upAt = Date.now();
   const inFlight = runningBefore + rx.count - sentBefore;
-  await waitFor(() => ['serve', 'worker'].every((k) => health.probes.some((p) => p.at > upAt && p.proc === k && p.route === '/readyz' && p.status === 200)), 60_000, 50);
+  await waitFor(
+    () =>
+      ['serve', 'worker'].every((k) => health.probes.some((p) => p.at > upAt && p.proc === k && p.route === '/readyz' && p.status === 200)),
+    60_000,
+    50,
+  );
   const readyMs = Date.now() - upAt;
   // The LISTEN connections are back, each listening.
   await waitFor(async () => (await listening(pool)) === listeners, 60_000, 100);
@@ -155,10 +182,16 @@ it('PostgreSQL down for 10 s in the middle of the deliveries: everything recover
   const out = await checkOutcome({ pool, accepted, endpoints: [{ receiver: rx }], maxDuplicates: inFlight, settleMs: 180_000 });
   await health.stop();
   const healthz = health.probes.filter((p) => p.route === '/healthz');
-  expect(healthz.filter((p) => p.status !== 200), '/healthz answers other than 200').toEqual([]);
+  expect(
+    healthz.filter((p) => p.status !== 200),
+    '/healthz answers other than 200',
+  ).toEqual([]);
   for (const k of ['serve', 'worker']) {
     const ready = health.probes.filter((p) => p.route === '/readyz' && p.proc === k);
-    expect(ready.filter((p) => p.at < downAt).every((p) => p.status === 200), `${k} /readyz before the outage`).toBe(true);
+    expect(
+      ready.filter((p) => p.at < downAt).every((p) => p.status === 200),
+      `${k} /readyz before the outage`,
+    ).toBe(true);
     expect(ready.at(-1)?.status, `${k} /readyz at the end`).toBe(200);
   }
   expect(await serve.stop()).toBe(0);

@@ -4,7 +4,17 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import {
-  checkOutcome, count, endpointOf, killStarted, outboxEvents, report, scaled, startChaosReceiver, startService, workDir, writeConfig,
+  checkOutcome,
+  count,
+  endpointOf,
+  killStarted,
+  outboxEvents,
+  report,
+  scaled,
+  startChaosReceiver,
+  startService,
+  workDir,
+  writeConfig,
   type ChaosReceiver,
 } from './harness.js';
 
@@ -64,10 +74,15 @@ it('misbehaving receivers: the hanging one goes dead (dead-lettered once), the o
       count(db.pool, `select count(*)::int as n from webhook_attempts where endpoint not in ('hang', 'late') and error_kind = 'timeout'`),
   });
   // Every attempt at the hanging receiver timed out; the late one's first attempts too.
-  expect(await count(db.pool, `select count(*)::int as n from webhook_attempts where endpoint = 'hang' and error_kind = 'timeout'`)).toBe(n * MAX_ATTEMPTS);
+  expect(await count(db.pool, `select count(*)::int as n from webhook_attempts where endpoint = 'hang' and error_kind = 'timeout'`)).toBe(
+    n * MAX_ATTEMPTS,
+  );
   expect(await count(db.pool, `select count(*)::int as n from jobs where endpoint = 'late' and attempts = 2`)).toBe(n);
   expect(await count(db.pool, `select count(*)::int as n from jobs where endpoint = 'huge' and attempts = 1`)).toBe(n);
-  expect(a.lines.filter((l) => l.includes('"level":50') && !l.includes('"job.dead"')), 'errors logged other than job.dead').toEqual([]);
+  expect(
+    a.lines.filter((l) => l.includes('"level":50') && !l.includes('"job.dead"')),
+    'errors logged other than job.dead',
+  ).toEqual([]);
   expect(await a.stop()).toBe(0);
   report('misbehaving receivers', t0, { events: n, ...out });
 });

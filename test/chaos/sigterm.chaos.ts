@@ -3,7 +3,17 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import {
-  checkOutcome, count, endpointOf, killStarted, outboxEvents, report, scaled, startChaosReceiver, startService, workDir, writeConfig,
+  checkOutcome,
+  count,
+  endpointOf,
+  killStarted,
+  outboxEvents,
+  report,
+  scaled,
+  startChaosReceiver,
+  startService,
+  workDir,
+  writeConfig,
   type ChaosReceiver,
 } from './harness.js';
 
@@ -48,9 +58,11 @@ it('SIGTERM during long deliveries: finished or handed back within shutdown_grac
   expect(timeout, 'the slow deliveries were cut at the grace').toBeDefined();
 
   // Nothing running: quick ones completed, slow ones pending again with the attempt unspent.
-  const rows = (await db.pool.query<{ endpoint: string; status: string; attempts: number; n: number }>(
-    `select endpoint, status, attempts, count(*)::int as n from jobs group by 1, 2, 3 order by 1`,
-  )).rows;
+  const rows = (
+    await db.pool.query<{ endpoint: string; status: string; attempts: number; n: number }>(
+      `select endpoint, status, attempts, count(*)::int as n from jobs group by 1, 2, 3 order by 1`,
+    )
+  ).rows;
   expect(rows).toEqual([
     { endpoint: 'quick', status: 'completed', attempts: 1, n },
     { endpoint: 'slow', status: 'pending', attempts: 0, n },
@@ -61,7 +73,12 @@ it('SIGTERM during long deliveries: finished or handed back within shutdown_grac
   // A new process delivers what was handed back.
   slow.setBehaviour(() => ({}));
   const b = await startService('serve', cfg, db.url);
-  const out = await checkOutcome({ pool: db.pool, accepted, endpoints: endpoints.map((_, i) => ({ receiver: i === 0 ? quick : slow })), maxDuplicates: inFlight });
+  const out = await checkOutcome({
+    pool: db.pool,
+    accepted,
+    endpoints: endpoints.map((_, i) => ({ receiver: i === 0 ? quick : slow })),
+    maxDuplicates: inFlight,
+  });
   expect(await b.stop()).toBe(0);
   report('SIGTERM', t0, { in_flight: inFlight, exited_ms: exitedMs, ...out });
 });

@@ -5,7 +5,17 @@ import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import {
-  checkOutcome, count, endpointOf, killStarted, outboxEvents, report, scaled, startChaosReceiver, startService, workDir, writeConfig,
+  checkOutcome,
+  count,
+  endpointOf,
+  killStarted,
+  outboxEvents,
+  report,
+  scaled,
+  startChaosReceiver,
+  startService,
+  workDir,
+  writeConfig,
   type ChaosReceiver,
 } from './harness.js';
 import { notify } from '../../src/outbox.js';
@@ -55,12 +65,20 @@ it('a session idle in a transaction, holding an event row: the queue keeps movin
   expect(await count(db.pool, `select count(*)::int as n from events where dispatched_at is null`)).toBe(1);
   expect(await count(db.pool, `select count(*)::int as n from jobs where event_id = $1`, [locked])).toBe(0);
   expect(
-    await count(db.pool, `select count(*)::int as n from pg_stat_activity where application_name = 'chaos-stuck' and state = 'idle in transaction'`),
+    await count(
+      db.pool,
+      `select count(*)::int as n from pg_stat_activity where application_name = 'chaos-stuck' and state = 'idle in transaction'`,
+    ),
   ).toBe(2);
 
   await holder.query('rollback');
   await app.query('commit');
-  const out = await checkOutcome({ pool: db.pool, accepted: [locked!, pendingApp, ...moving], endpoints: [{ receiver: rx }], maxDuplicates: 0 });
+  const out = await checkOutcome({
+    pool: db.pool,
+    accepted: [locked!, pendingApp, ...moving],
+    endpoints: [{ receiver: rx }],
+    maxDuplicates: 0,
+  });
   expect(await a.stop()).toBe(0);
   report('stuck session', t0, { events: n + 2, ...out });
 });

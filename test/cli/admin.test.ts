@@ -24,14 +24,21 @@ afterEach(async () => {
 
 async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { env: { ...process.env, DATABASE_URL: db.url, USER: 'tester' } });
+    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], {
+      env: { ...process.env, DATABASE_URL: db.url, USER: 'tester' },
+    });
     return { code: 0, stdout, stderr };
   } catch (err) {
     const e = err as { code: number; stdout: string; stderr: string };
     return { code: e.code, stdout: e.stdout, stderr: e.stderr };
   }
 }
-const lines = (s: string) => s.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l));
+const lines = (s: string) =>
+  s
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
 
 async function deadJob(topic = 'a.b', endpoint = 'default'): Promise<string> {
   const r = await db.pool.query(
@@ -66,14 +73,21 @@ describe('operator CLI', () => {
   it('jobs list, show, retry and cancel', async () => {
     const dead = await deadJob();
     await db.pool.query(`insert into webhook_attempts (job_id, attempt, status_code, duration_ms) values ($1, 1, 500, 12)`, [dead]);
-    const pending = (await db.pool.query(`insert into jobs (type, payload, run_at) values ('webhook.deliver', '{}', now() + interval '1 hour') returning id`)).rows[0].id;
+    const pending = (
+      await db.pool.query(
+        `insert into jobs (type, payload, run_at) values ('webhook.deliver', '{}', now() + interval '1 hour') returning id`,
+      )
+    ).rows[0].id;
     const list = lines((await cli('jobs', 'list', '--status', 'dead')).stdout);
     expect(list.map((j) => j.id)).toEqual([dead]);
     const show = JSON.parse((await cli('jobs', 'show', dead)).stdout);
     expect(show.deliveries).toEqual([expect.objectContaining({ attempt: 1, status_code: 500 })]);
     expect((await cli('jobs', 'show', 'not-a-uuid')).code).toBe(2);
     expect((await cli('jobs', 'retry', dead)).code).toBe(0);
-    expect((await db.pool.query('select status, attempts from jobs where id = $1', [dead])).rows[0]).toEqual({ status: 'pending', attempts: 0 });
+    expect((await db.pool.query('select status, attempts from jobs where id = $1', [dead])).rows[0]).toEqual({
+      status: 'pending',
+      attempts: 0,
+    });
     expect((await cli('jobs', 'cancel', pending)).code).toBe(0);
     expect((await db.pool.query('select status from jobs where id = $1', [pending])).rows[0].status).toBe('cancelled');
     const again = await cli('jobs', 'cancel', pending);

@@ -16,7 +16,11 @@ const BIN = fileURLToPath(new URL('../../bin/acw-webhooks.js', import.meta.url))
 const EXAMPLE = fileURLToPath(new URL('../../config.example.yaml', import.meta.url));
 const run = promisify(execFile);
 
-async function cli(args: string[], env: Record<string, string> = {}, input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
+async function cli(
+  args: string[],
+  env: Record<string, string> = {},
+  input?: string,
+): Promise<{ code: number; stdout: string; stderr: string }> {
   const { DATABASE_URL: _ignored, ...base } = process.env;
   try {
     const p = run(process.execPath, [BIN, ...args], { env: { ...base, ...env }, timeout: 60_000 });
@@ -116,7 +120,12 @@ describe('config check', () => {
 
   it('takes -c FILE anywhere on the line: before the command, between group and command, or after', async () => {
     const bad = writeConfig('unknown-key.yaml', 'jobs:\n  wokers: 4\n');
-    for (const args of [['-c', bad, 'config', 'check'], ['--config', bad, 'config', 'check'], ['config', '-c', bad, 'check'], ['config', 'check', `--config=${bad}`]]) {
+    for (const args of [
+      ['-c', bad, 'config', 'check'],
+      ['--config', bad, 'config', 'check'],
+      ['config', '-c', bad, 'check'],
+      ['config', 'check', `--config=${bad}`],
+    ]) {
       const r = await cli(args);
       expect({ args, code: r.code }).toEqual({ args, code: 2 });
       expect(r.stderr).toContain('jobs.wokers');
@@ -140,7 +149,16 @@ describe('config check', () => {
 
 describe('CLI basics', () => {
   it('--help works on every command and an unknown command is a usage error', async () => {
-    for (const args of [['--help'], ['serve', '--help'], ['worker', '--help'], ['migrate', '--help'], ['notify', '--help'], ['verify', '--help'], ['receive', '--help'], ['config', 'check', '--help']]) {
+    for (const args of [
+      ['--help'],
+      ['serve', '--help'],
+      ['worker', '--help'],
+      ['migrate', '--help'],
+      ['notify', '--help'],
+      ['verify', '--help'],
+      ['receive', '--help'],
+      ['config', 'check', '--help'],
+    ]) {
       const r = await cli(args);
       expect({ args, code: r.code }).toEqual({ args, code: 0 });
       expect(r.stdout).toContain('Usage:');
@@ -176,7 +194,8 @@ describe('CLI basics', () => {
     const row = (await db.pool.query('select type, endpoint, status from jobs where id = $1', [out.job_ids[0]])).rows[0];
     expect(row).toEqual({ type: 'webhook.deliver', endpoint: 'default', status: 'pending' });
     // The same idempotency key again: the first answer, marked as a replay, and nothing written.
-    const keyed = async () => JSON.parse((await cli(['notify', 'cli.hello', '--idempotency-key', 'k-1', '-c', cfg], { DATABASE_URL: db.url })).stdout);
+    const keyed = async () =>
+      JSON.parse((await cli(['notify', 'cli.hello', '--idempotency-key', 'k-1', '-c', cfg], { DATABASE_URL: db.url })).stdout);
     const first = await keyed();
     expect(await keyed()).toEqual({ ...first, replayed: true });
     expect(first.replayed).toBe(false);
@@ -202,7 +221,10 @@ describe('serve and worker processes', () => {
     expect(n.code).toBe(0);
     const [id] = JSON.parse(n.stdout).job_ids as string[];
     // This notify's delivery (its data, to serve's URL) and its job completed: nothing older can pass for it.
-    await waitFor(() => rx.requests.some((r) => r.url === '/serve' && JSON.parse(r.body.toString()).data?.mark === 'serve-delivers'), 10_000);
+    await waitFor(
+      () => rx.requests.some((r) => r.url === '/serve' && JSON.parse(r.body.toString()).data?.mark === 'serve-delivers'),
+      10_000,
+    );
     await waitFor(async () => (await db.pool.query('select status from jobs where id = $1', [id])).rows[0]?.status === 'completed', 10_000);
     expect(await p.stop('SIGTERM')).toBe(0);
   });
@@ -241,7 +263,9 @@ describe('serve and worker processes', () => {
       const accepted = answers.filter((a) => a.status === 202).map((a) => a.body!.event_id!);
       const stored = (await db.pool.query<{ id: string }>('select id from events')).rows.map((r) => r.id);
       expect(stored).toEqual(expect.arrayContaining(accepted));
-      expect((await db.pool.query(`select count(*)::int as n from jobs where event_id = any($1::uuid[])`, [accepted])).rows[0].n).toBe(accepted.length);
+      expect((await db.pool.query(`select count(*)::int as n from jobs where event_id = any($1::uuid[])`, [accepted])).rows[0].n).toBe(
+        accepted.length,
+      );
       const jobs = (await db.pool.query<{ status: string; n: number }>(`select status, count(*)::int as n from jobs group by 1`)).rows;
       expect(jobs.filter((j) => j.status === 'running')).toEqual([]);
       // Handed back unspent: the hanging deliveries cost no attempt.
@@ -269,7 +293,10 @@ describe('serve and worker processes', () => {
       hang = false;
       const b = startProc(process.execPath, [BIN, 'worker', '-c', cfg], { DATABASE_URL: db.url });
       procs.push(b);
-      await waitFor(async () => (await db.pool.query('select status from jobs where id = $1', [id])).rows[0].status === 'completed', 15_000);
+      await waitFor(
+        async () => (await db.pool.query('select status from jobs where id = $1', [id])).rows[0].status === 'completed',
+        15_000,
+      );
       expect((await db.pool.query(`select count(*)::int as n from jobs where status = 'running'`)).rows[0].n).toBe(0);
       expect(b.lines.some((l) => l.includes('"job.reaped"'))).toBe(true);
       expect(await b.stop('SIGTERM')).toBe(0);

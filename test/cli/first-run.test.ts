@@ -46,7 +46,10 @@ function writeConfig(name: string, text: string): string {
 }
 
 const withSecret = () =>
-  writeConfig('secret.yaml', 'notify:\n  webhook:\n    url: http://127.0.0.1:9/hook\n    secret: ${WEBHOOK_SECRET}\n    topics: ["cli.*"]\n');
+  writeConfig(
+    'secret.yaml',
+    'notify:\n  webhook:\n    url: http://127.0.0.1:9/hook\n    secret: ${WEBHOOK_SECRET}\n    topics: ["cli.*"]\n',
+  );
 
 describe('commands that do not deliver need no delivery secret', () => {
   it('jobs list, users list, alerts, migrate and notify run with WEBHOOK_SECRET unset', async () => {
@@ -65,7 +68,9 @@ describe('commands that do not deliver need no delivery secret', () => {
   it('config check, serve and worker still refuse it, naming the variable', async () => {
     const cfg = withSecret();
     for (const cmd of ['config check', 'serve', 'worker']) {
-      const r = await cli([...cmd.split(' '), '-c', cfg, ...(cmd === 'config check' ? [] : ['--listen', '127.0.0.1:0'])], { DATABASE_URL: db.url });
+      const r = await cli([...cmd.split(' '), '-c', cfg, ...(cmd === 'config check' ? [] : ['--listen', '127.0.0.1:0'])], {
+        DATABASE_URL: db.url,
+      });
       expect({ cmd, code: r.code }).toEqual({ cmd, code: 2 });
       expect(r.stderr).toContain('notify.webhook.secret: environment variable WEBHOOK_SECRET is not set');
     }

@@ -55,7 +55,9 @@ async function seed(): Promise<void> {
        from generate_series(1, 1000)`,
       [long],
     );
-    await pool.query(`insert into users (name, role) select 'user-' || lpad(i::text, 6, '0') || '-' || repeat('n', 100), 'viewer' from generate_series(1, 3000) i`);
+    await pool.query(
+      `insert into users (name, role) select 'user-' || lpad(i::text, 6, '0') || '-' || repeat('n', 100), 'viewer' from generate_series(1, 3000) i`,
+    );
   } finally {
     await pool.end();
     await handle.stop();
@@ -86,15 +88,23 @@ afterAll(async () => {
 });
 
 describe('a list printed into a pipe closed early', () => {
-  it.each([['jobs', 'list', '--limit', '500'], ['users', 'list'], ['alerts', '--limit', '1000']])('%s %s … | head -1: one line, exit 0, nothing on stderr, the database stopped', async (...args) => {
-    // The shell pipeline as a user types it; PIPESTATUS carries the command's own exit code out.
-    const script = `node "$0" "$@" | head -1; echo "exit=\${PIPESTATUS[0]}" >&2`;
-    const { stdout, stderr } = await run('bash', ['-c', script, BIN, ...args], { env: env(), timeout: 120_000 });
-    expect(stdout.trim().split('\n')).toHaveLength(1);
-    expect(JSON.parse(stdout)).toBeTypeOf('object');
-    expect(stderr).toBe('exit=0\n');
-    expect(existsSync(pidFile())).toBe(false);
-  }, 120_000);
+  it.each([
+    ['jobs', 'list', '--limit', '500'],
+    ['users', 'list'],
+    ['alerts', '--limit', '1000'],
+  ])(
+    '%s %s … | head -1: one line, exit 0, nothing on stderr, the database stopped',
+    async (...args) => {
+      // The shell pipeline as a user types it; PIPESTATUS carries the command's own exit code out.
+      const script = `node "$0" "$@" | head -1; echo "exit=\${PIPESTATUS[0]}" >&2`;
+      const { stdout, stderr } = await run('bash', ['-c', script, BIN, ...args], { env: env(), timeout: 120_000 });
+      expect(stdout.trim().split('\n')).toHaveLength(1);
+      expect(JSON.parse(stdout)).toBeTypeOf('object');
+      expect(stderr).toBe('exit=0\n');
+      expect(existsSync(pidFile())).toBe(false);
+    },
+    120_000,
+  );
 
   it('alerts --follow | head -1: the next alert after the reader left ends it with exit 0 and the database stopped', async () => {
     const child = spawn(process.execPath, [BIN, 'alerts', '--follow'], { env: env(), stdio: ['ignore', 'pipe', 'pipe'] });

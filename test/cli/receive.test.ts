@@ -82,7 +82,10 @@ describe('receive', () => {
     expect(line.headers['X-ACW-Signature']).toMatch(/^sha256=[0-9a-f]{64}$/);
     expect(line.headers['X-ACW-Timestamp']).toMatch(/^\d+$/);
     expect(JSON.stringify(line)).not.toContain(SECRET);
-    await waitFor(async () => (await db.pool.query(`select 1 from jobs where endpoint = 'good' and status = 'completed'`)).rows.length === 1, 15_000);
+    await waitFor(
+      async () => (await db.pool.query(`select 1 from jobs where endpoint = 'good' and status = 'completed'`)).rows.length === 1,
+      15_000,
+    );
 
     // README.md "Receiving webhooks": the verify command for a saved delivery, word for word (node BIN for npx acw-webhooks).
     const f = line.saved!;
@@ -93,7 +96,9 @@ describe('receive', () => {
     const ok = await run('sh', ['-c', `f=$1; ${documented}`, BIN, f]);
     expect(JSON.parse(ok.stdout)).toMatchObject({ valid: true, scheme: 'acw' });
     // The saved body is the raw bytes: one byte more and the same command says so.
-    const tampered = await run('sh', ['-c', `f=$1; printf ' ' >> $f.body; ${documented}`, BIN, f]).catch((err: { code: number; stdout: string }) => err);
+    const tampered = await run('sh', ['-c', `f=$1; printf ' ' >> $f.body; ${documented}`, BIN, f]).catch(
+      (err: { code: number; stdout: string }) => err,
+    );
     expect(tampered).toMatchObject({ code: 1 });
     expect(JSON.parse(tampered.stdout)).toEqual({ valid: false, reason: 'signature_mismatch' });
   });
@@ -106,7 +111,11 @@ describe('receive', () => {
     expect(line.headers['X-ACW-Signature']).toMatch(/^sha256=/);
     expect(JSON.stringify(line)).not.toContain(WRONG);
     expect(JSON.stringify(line)).not.toContain(SECRET);
-    const job = await waitFor(async () => (await db.pool.query(`select status, last_error from jobs where endpoint = 'bad' and status in ('dead', 'completed')`)).rows[0], 15_000);
+    const job = await waitFor(
+      async () =>
+        (await db.pool.query(`select status, last_error from jobs where endpoint = 'bad' and status in ('dead', 'completed')`)).rows[0],
+      15_000,
+    );
     expect(job.status).toBe('dead');
     expect(job.last_error).toContain('401');
   });
@@ -115,14 +124,21 @@ describe('receive', () => {
     await notify(db.pool, 'lenient.one', { n: 3 });
     const line = await lineFor(lenient, '/lenient');
     expect(line).toMatchObject({ verified: false, answered: 200, reason: 'signature_mismatch' });
-    await waitFor(async () => (await db.pool.query(`select 1 from jobs where endpoint = 'lenient' and status = 'completed'`)).rows.length === 1, 15_000);
+    await waitFor(
+      async () => (await db.pool.query(`select 1 from jobs where endpoint = 'lenient' and status = 'completed'`)).rows.length === 1,
+      15_000,
+    );
   });
 
   it('names a missing header', async () => {
     const url = (await strict.waitForLine(/^listening on /)).replace(/^listening on /, '');
     const res = await fetch(`${url}/missing`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'X-ACW-Event-Id': '11111111-1111-4111-8111-111111111111', 'X-ACW-Signature': `sha256=${'0'.repeat(64)}` },
+      headers: {
+        'content-type': 'application/json',
+        'X-ACW-Event-Id': '11111111-1111-4111-8111-111111111111',
+        'X-ACW-Signature': `sha256=${'0'.repeat(64)}`,
+      },
       body: '{}',
     });
     expect(res.status).toBe(401);

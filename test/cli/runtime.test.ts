@@ -15,10 +15,12 @@ describe('heap growth of the long-running commands', () => {
 
   // Node 20 (V8 11.3) honours the flag at run time. Node 24's V8 13 ignores it for this churn even
   // on the command line (old space 224 MB either way, measured), so there is nothing to assert there.
-  it.runIf(Number(process.versions.node.split('.')[0]) < 22)('keeps the old generation near its live size while garbage is made fast', () => {
-    // The same churn (a live set, and garbage that lives long enough to be promoted before it
-    // dies, as in-flight deliveries do) with and without the setting, each in a fresh process.
-    const script = `
+  it.runIf(Number(process.versions.node.split('.')[0]) < 22)(
+    'keeps the old generation near its live size while garbage is made fast',
+    () => {
+      // The same churn (a live set, and garbage that lives long enough to be promoted before it
+      // dies, as in-flight deliveries do) with and without the setting, each in a fresh process.
+      const script = `
       const { tuneHeapForService } = await import(${JSON.stringify(new URL('../../dist/runtime.js', import.meta.url).href)});
       if (process.argv[1] === 'tuned') tuneHeapForService({}, []);
       const live = Array.from({ length: 100_000 }, (_, i) => ({ i, s: 'live-' + i, a: [i] }));
@@ -28,14 +30,18 @@ describe('heap growth of the long-running commands', () => {
         if (i % 5_000 === 0) peak = Math.max(peak, process.memoryUsage().heapTotal);
       }
       process.stdout.write(String(Math.round(peak / 1e6) + live.length * 0));`;
-    const run = (mode: string): number => {
-      const r = spawnSync(process.execPath, ['--input-type=module', '-e', script, mode], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } });
-      if (r.status !== 0) throw new Error(`child exited ${r.status}: ${r.stderr}`);
-      return Number(r.stdout);
-    };
-    const plain = run('plain');
-    const tuned = run('tuned');
-    // Measured here: 265 MB without, 151–160 MB with.
-    expect(tuned).toBeLessThan(plain * 0.8);
-  });
+      const run = (mode: string): number => {
+        const r = spawnSync(process.execPath, ['--input-type=module', '-e', script, mode], {
+          encoding: 'utf8',
+          env: { ...process.env, NODE_OPTIONS: '' },
+        });
+        if (r.status !== 0) throw new Error(`child exited ${r.status}: ${r.stderr}`);
+        return Number(r.stdout);
+      };
+      const plain = run('plain');
+      const tuned = run('tuned');
+      // Measured here: 265 MB without, 151–160 MB with.
+      expect(tuned).toBeLessThan(plain * 0.8);
+    },
+  );
 });

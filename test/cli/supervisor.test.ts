@@ -44,7 +44,9 @@ function start(cmd: string, args: string[], env: Record<string, string>): Outer 
   const lines: string[] = [];
   createInterface({ input: child.stdout! }).on('line', (l) => lines.push(l));
   createInterface({ input: child.stderr! }).on('line', (l) => lines.push(l));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.on('exit', (code, signal) => r({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+    child.on('exit', (code, signal) => r({ code, signal })),
+  );
   let gone = false;
   void exited.then(() => (gone = true));
   const outer: Outer = {
@@ -56,7 +58,10 @@ function start(cmd: string, args: string[], env: Record<string, string>): Outer 
       for (;;) {
         const found = lines.find((l) => re.test(l));
         if (found) return found;
-        if (gone || Date.now() > deadline) throw new Error(`no line matching ${re} ${gone ? 'before the exit' : `within ${timeoutMs} ms`}; got:\n${lines.slice(-30).join('\n')}`);
+        if (gone || Date.now() > deadline)
+          throw new Error(
+            `no line matching ${re} ${gone ? 'before the exit' : `within ${timeoutMs} ms`}; got:\n${lines.slice(-30).join('\n')}`,
+          );
         await new Promise((r) => setTimeout(r, 50));
       }
     },
@@ -135,38 +140,46 @@ describe('signals to the process a supervisor started', () => {
     { entry: 'npm start', signal: 'SIGTERM' as const, why: { signal: 'SIGTERM' }, exit: { code: 0, signal: null } },
     { entry: 'npm start', signal: 'SIGINT' as const, why: { signal: 'SIGINT' }, exit: { code: 0, signal: null } },
     { entry: 'npx acw-webhooks serve', signal: 'SIGTERM' as const, why: { reason: 'parent_exited' }, exit: expect.anything() },
-  ])('$signal to `$entry` stops serve and its embedded PostgreSQL', async ({ entry, signal, why, exit }) => {
-    const env = { ACW_CONFIG: cfg, DATABASE_URL: '', npm_config_cache: join(dir, 'npm-cache'), npm_config_update_notifier: 'false' };
-    const outer = entry === 'npm start' ? start('npm', ['start'], env) : start('npx', ['acw-webhooks', 'serve'], env);
-    // npm start builds first (prestart), npx builds the package it links (prepare); then initdb.
-    const line = await outer.waitForLine(/"service\.listening"/, 180_000);
-    const { pid, address } = JSON.parse(line) as { pid: number; address: string };
-    const pg = postgresPid();
-    pids.push(pid, pg);
-    expect(alive(pid) && alive(pg)).toBe(true);
-    expect(await answers(`${address}/healthz`)).toBe(true);
+  ])(
+    '$signal to `$entry` stops serve and its embedded PostgreSQL',
+    async ({ entry, signal, why, exit }) => {
+      const env = { ACW_CONFIG: cfg, DATABASE_URL: '', npm_config_cache: join(dir, 'npm-cache'), npm_config_update_notifier: 'false' };
+      const outer = entry === 'npm start' ? start('npm', ['start'], env) : start('npx', ['acw-webhooks', 'serve'], env);
+      // npm start builds first (prestart), npx builds the package it links (prepare); then initdb.
+      const line = await outer.waitForLine(/"service\.listening"/, 180_000);
+      const { pid, address } = JSON.parse(line) as { pid: number; address: string };
+      const pg = postgresPid();
+      pids.push(pid, pg);
+      expect(alive(pid) && alive(pg)).toBe(true);
+      expect(await answers(`${address}/healthz`)).toBe(true);
 
-    outer.child.kill(signal);
-    await waitFor(() => !alive(pid) && !alive(pg), STOPPED_WITHIN_MS, 100);
-    expect(await answers(`${address}/healthz`)).toBe(false);
-    expect(existsSync(join(dataDir, 'pg', 'postmaster.pid'))).toBe(false);
-    const stopping = outer.lines.filter((l) => l.includes('"service.stopping"')).map((l) => JSON.parse(l) as unknown);
-    expect(stopping).toEqual([expect.objectContaining(why)]);
-    expect(await outer.exited).toEqual(exit);
-    expect(outer.lines.filter((l) => l.includes('"service.stopped"'))).toHaveLength(1);
-  }, 300_000);
+      outer.child.kill(signal);
+      await waitFor(() => !alive(pid) && !alive(pg), STOPPED_WITHIN_MS, 100);
+      expect(await answers(`${address}/healthz`)).toBe(false);
+      expect(existsSync(join(dataDir, 'pg', 'postmaster.pid'))).toBe(false);
+      const stopping = outer.lines.filter((l) => l.includes('"service.stopping"')).map((l) => JSON.parse(l) as unknown);
+      expect(stopping).toEqual([expect.objectContaining(why)]);
+      expect(await outer.exited).toEqual(exit);
+      expect(outer.lines.filter((l) => l.includes('"service.stopped"'))).toHaveLength(1);
+    },
+    300_000,
+  );
 
-  it.each(['SIGTERM', 'SIGKILL'] as const)('%s to the `sh -c` that runs `receive` (as npx does) stops the receiver', async (signal) => {
-    // `; exit $?` keeps even a shell that would exec a lone command (bash) in between, as dash always is.
-    const outer = start('sh', ['-c', 'node "$0" receive --listen 127.0.0.1:0 --secret s3cret; exit $?', BIN], {});
-    const line = await outer.waitForLine(/^listening on /, 30_000);
-    const url = line.replace(/^listening on /, '');
-    const [pid] = childrenOf(outer.child.pid!);
-    expect(pid).toBeDefined();
-    pids.push(pid!);
-    expect(await answers(url)).toBe(true);
-    outer.child.kill(signal);
-    await waitFor(() => !alive(pid!), STOPPED_WITHIN_MS, 100);
-    expect(await answers(url)).toBe(false);
-  }, STOPPED_WITHIN_MS + 60_000);
+  it.each(['SIGTERM', 'SIGKILL'] as const)(
+    '%s to the `sh -c` that runs `receive` (as npx does) stops the receiver',
+    async (signal) => {
+      // `; exit $?` keeps even a shell that would exec a lone command (bash) in between, as dash always is.
+      const outer = start('sh', ['-c', 'node "$0" receive --listen 127.0.0.1:0 --secret s3cret; exit $?', BIN], {});
+      const line = await outer.waitForLine(/^listening on /, 30_000);
+      const url = line.replace(/^listening on /, '');
+      const [pid] = childrenOf(outer.child.pid!);
+      expect(pid).toBeDefined();
+      pids.push(pid!);
+      expect(await answers(url)).toBe(true);
+      outer.child.kill(signal);
+      await waitFor(() => !alive(pid!), STOPPED_WITHIN_MS, 100);
+      expect(await answers(url)).toBe(false);
+    },
+    STOPPED_WITHIN_MS + 60_000,
+  );
 });

@@ -53,9 +53,23 @@ async function script(client: NotifyClient): Promise<unknown[]> {
       ])
     ).map(shape),
   );
-  out.push((await client.notifyBatch([{ topic: 'a.c', data: 2, idempotencyKey: 'k2' }, { topic: 'a.b', data: { n: 1 }, idempotencyKey: 'k1' }])).map(shape));
+  out.push(
+    (
+      await client.notifyBatch([
+        { topic: 'a.c', data: 2, idempotencyKey: 'k2' },
+        { topic: 'a.b', data: { n: 1 }, idempotencyKey: 'k1' },
+      ])
+    ).map(shape),
+  );
   out.push(await refusal(client.notify('a.b', { n: 2 }, { idempotencyKey: 'k1' })));
-  out.push(await refusal(client.notifyBatch([{ topic: 'a.f', data: 1, idempotencyKey: 'k4' }, { topic: 'a.f', data: 2, idempotencyKey: 'k4' }])));
+  out.push(
+    await refusal(
+      client.notifyBatch([
+        { topic: 'a.f', data: 1, idempotencyKey: 'k4' },
+        { topic: 'a.f', data: 2, idempotencyKey: 'k4' },
+      ]),
+    ),
+  );
   // The refused batch took nothing: k4 is still free.
   out.push(shape(await client.notify('a.f', 9, { idempotencyKey: 'k4' })));
   return out;

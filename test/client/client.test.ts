@@ -96,7 +96,12 @@ describe('createClient().notify', () => {
 
   it('passes `skipped` through when no job was written', async () => {
     answer(202, { event_id: ACCEPTED.event_id, job_ids: [], skipped: 'no_matching_endpoint' });
-    expect(await client().notify('a.b', 1)).toEqual({ event_id: ACCEPTED.event_id, job_ids: [], skipped: 'no_matching_endpoint', replayed: false });
+    expect(await client().notify('a.b', 1)).toEqual({
+      event_id: ACCEPTED.event_id,
+      job_ids: [],
+      skipped: 'no_matching_endpoint',
+      replayed: false,
+    });
   });
 
   it('reports the replayed flag the server sends', async () => {
@@ -178,7 +183,9 @@ describe('createClient().notify', () => {
   });
 
   it('turns a 400 into an AcwError with the server’s code, message and details, and does not retry', async () => {
-    answer(400, { error: { code: 'invalid_input', message: 'topic: expected lowercase dot-separated words', details: { field: 'topic' } } });
+    answer(400, {
+      error: { code: 'invalid_input', message: 'topic: expected lowercase dot-separated words', details: { field: 'topic' } },
+    });
     const err = await failure(client().notify('Bad Topic', 1));
     expect(err).toMatchObject({ name: 'AcwError', status: 400, code: 'invalid_input', details: { field: 'topic' }, attempts: 1 });
     expect(err.message).toContain('topic: expected lowercase dot-separated words');
@@ -200,7 +207,9 @@ describe('createClient().notify', () => {
   });
 
   it('never puts the token in an error, even when the server echoes it', async () => {
-    answer(401, { error: { code: 'unauthorized', message: `unknown token ${TOKEN}`, details: { token: TOKEN, nested: [`Bearer ${TOKEN}`] } } });
+    answer(401, {
+      error: { code: 'unauthorized', message: `unknown token ${TOKEN}`, details: { token: TOKEN, nested: [`Bearer ${TOKEN}`] } },
+    });
     const err = await failure(client().notify('a.b', 1));
     expect(err.status).toBe(401);
     expect(seen).toHaveLength(1);

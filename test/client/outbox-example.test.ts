@@ -15,7 +15,11 @@ afterAll(async () => {
   await db.drop();
 });
 
-async function markSyncFailed(workspaceId: number, reason: string, opts: { failBeforeCommit?: boolean; beforeCommit?: () => Promise<void> } = {}): Promise<string> {
+async function markSyncFailed(
+  workspaceId: number,
+  reason: string,
+  opts: { failBeforeCommit?: boolean; beforeCommit?: () => Promise<void> } = {},
+): Promise<string> {
   const client = await db.pool.connect();
   try {
     await client.query('BEGIN');
@@ -34,7 +38,9 @@ async function markSyncFailed(workspaceId: number, reason: string, opts: { failB
 }
 
 async function eventsFor(workspaceId: number): Promise<Array<{ id: string; topic: string }>> {
-  const res = await db.pool.query<{ id: string; topic: string }>(`select id, topic from events where (data->>'workspace_id')::int = $1`, [workspaceId]);
+  const res = await db.pool.query<{ id: string; topic: string }>(`select id, topic from events where (data->>'workspace_id')::int = $1`, [
+    workspaceId,
+  ]);
   return res.rows;
 }
 

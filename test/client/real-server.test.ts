@@ -36,9 +36,11 @@ async function serve(handlers: Handler[]): Promise<{ url: string; bodies: Array<
   return { url: `http://127.0.0.1:${port}`, bodies };
 }
 
-const json = (status: number, body: unknown): Handler => (_req, _body, res) => {
-  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-};
+const json =
+  (status: number, body: unknown): Handler =>
+  (_req, _body, res) => {
+    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+  };
 const hang: Handler = () => {};
 /** Sends the status line and headers, then never finishes the body. */
 const stallBody: Handler = (_req, _body, res) => {
@@ -103,7 +105,10 @@ describe('createClient against the real service', () => {
 
   it('notify: the same data with its keys in another order replays; other data under the key is a 409', async () => {
     const first = await client.notify('orders.paid', { a: 1, b: { c: 2, d: 3 } }, { idempotencyKey: 'rs-2' });
-    expect(await client.notify('orders.paid', { b: { d: 3, c: 2 }, a: 1 }, { idempotencyKey: 'rs-2' })).toEqual({ ...first, replayed: true });
+    expect(await client.notify('orders.paid', { b: { d: 3, c: 2 }, a: 1 }, { idempotencyKey: 'rs-2' })).toEqual({
+      ...first,
+      replayed: true,
+    });
     const err = await client.notify('orders.paid', { a: 2 }, { idempotencyKey: 'rs-2' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AcwError);
     expect(err).toMatchObject({ status: 409, code: 'idempotency_conflict', details: { field: 'idempotency_key' } });

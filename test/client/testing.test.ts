@@ -55,7 +55,11 @@ describe('createTestClient', () => {
   it('answers with well-formed, predictable ids, and clear() starts over', async () => {
     const c = createTestClient();
     const first = await c.notify('a.b', 1);
-    expect(first).toEqual({ event_id: '00000000-0000-4000-8000-000000000001', job_ids: ['00000000-0000-4000-8000-000000000002'], replayed: false });
+    expect(first).toEqual({
+      event_id: '00000000-0000-4000-8000-000000000001',
+      job_ids: ['00000000-0000-4000-8000-000000000002'],
+      replayed: false,
+    });
     const second = await c.notify('a.b', 2);
     for (const id of [second.event_id, ...second.job_ids]) expect(id).toMatch(UUID_V4);
     expect(second.event_id).not.toBe(first.event_id);
@@ -97,17 +101,32 @@ describe('createTestClient', () => {
     const c = createTestClient();
     const cyclic: Record<string, unknown> = {};
     cyclic.self = cyclic;
-    for (const data of [cyclic, { n: 1n }, undefined, () => 1, { toJSON: () => undefined }, { s: 'nul \u0000 byte' }, { s: 'lone \ud800' }, { ['\udc00']: 1 }]) {
+    for (const data of [
+      cyclic,
+      { n: 1n },
+      undefined,
+      () => 1,
+      { toJSON: () => undefined },
+      { s: 'nul \u0000 byte' },
+      { s: 'lone \ud800' },
+      { ['\udc00']: 1 },
+    ]) {
       const err = await failure(c.notify('a.b', data));
       expect(err).toMatchObject({ status: 400, code: 'invalid_input', details: { field: 'data' } });
     }
     // Over 256 KiB the server answers 413, and so does the test client.
     const big = await failure(c.notify('a.b', 'x'.repeat(300 * 1024)));
     expect(big).toMatchObject({ status: 413, code: 'payload_too_large', details: { field: 'data' } });
-    const inBatch = await failure(c.notifyBatch([{ topic: 'a.b', data: 1 }, { topic: 'a.b', data: 'x'.repeat(300 * 1024) }]));
+    const inBatch = await failure(
+      c.notifyBatch([
+        { topic: 'a.b', data: 1 },
+        { topic: 'a.b', data: 'x'.repeat(300 * 1024) },
+      ]),
+    );
     expect(inBatch).toMatchObject({ status: 413, code: 'payload_too_large', details: { field: 'events[1].data' } });
     // Text that merely looks like an escape is fine: a backslash followed by "u0000" or "ud800", and a real surrogate pair.
-    for (const data of ['\\u0000', '\\ud800', { s: '\\\\ud800 😀' }]) expect(await c.notify('a.b', data)).toMatchObject({ replayed: false });
+    for (const data of ['\\u0000', '\\ud800', { s: '\\\\ud800 😀' }])
+      expect(await c.notify('a.b', data)).toMatchObject({ replayed: false });
     expect(await c.notify('a.b', null)).toMatchObject({ replayed: false });
   });
 

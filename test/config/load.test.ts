@@ -48,7 +48,9 @@ describe('interpolation', () => {
   });
 
   test('an unset variable without default names the variable and the key path', () => {
-    const err = errorOf(() => loadConfig({ path: join(tempDir({ 'c.yaml': 'notify:\n  webhook:\n    secret: ${WEBHOOK_SECRET}\n' }), 'c.yaml'), env: {} }));
+    const err = errorOf(() =>
+      loadConfig({ path: join(tempDir({ 'c.yaml': 'notify:\n  webhook:\n    secret: ${WEBHOOK_SECRET}\n' }), 'c.yaml'), env: {} }),
+    );
     expect(err.issues).toEqual(['notify.webhook.secret: environment variable WEBHOOK_SECRET is not set']);
   });
 
@@ -79,7 +81,9 @@ describe('interpolation', () => {
   });
 
   test('an unset variable and other problems are all reported together, without noise for that key', () => {
-    const dir = tempDir({ 'c.yaml': 'jobs:\n  workers: ${W}\n  wokers: 1\nnotify:\n  webhook:\n    url: https://h.example.com\n    secret: ${S}\n' });
+    const dir = tempDir({
+      'c.yaml': 'jobs:\n  workers: ${W}\n  wokers: 1\nnotify:\n  webhook:\n    url: https://h.example.com\n    secret: ${S}\n',
+    });
     expect(errorOf(() => loadConfig({ path: join(dir, 'c.yaml'), env: {} })).issues).toEqual([
       'jobs.workers: environment variable W is not set',
       'jobs.wokers: unknown key (did you mean "workers"?)',
@@ -96,7 +100,11 @@ describe('loadConfig', () => {
   });
 
   test('finds ./config.yaml, then ACW_CONFIG, then an explicit path, each winning over the one before', () => {
-    const cwd = tempDir({ 'config.yaml': 'jobs: { workers: 1 }\n', 'other.yaml': 'jobs: { workers: 2 }\n', 'cli.yaml': 'jobs: { workers: 3 }\n' });
+    const cwd = tempDir({
+      'config.yaml': 'jobs: { workers: 1 }\n',
+      'other.yaml': 'jobs: { workers: 2 }\n',
+      'cli.yaml': 'jobs: { workers: 3 }\n',
+    });
     expect(loadConfig({ cwd, env: {} }).jobs.workers).toBe(1);
     expect(configPath({ cwd, env: {} })).toBe(join(cwd, 'config.yaml'));
     expect(loadConfig({ cwd, env: { ACW_CONFIG: 'other.yaml' } }).jobs.workers).toBe(2);
@@ -254,7 +262,14 @@ describe('maskConfig', () => {
   test('hides secrets, tokens, header values and the database password, and keeps empty ones empty', () => {
     const config = parseConfig({
       database: { url: `postgres://acw:${SECRET}@db.example.com:5432/acw?sslmode=require` },
-      server: { auth: { users: [{ name: 'ops', role: 'admin', token: SECRET }, { name: 'ci', role: 'service' }] } },
+      server: {
+        auth: {
+          users: [
+            { name: 'ops', role: 'admin', token: SECRET },
+            { name: 'ci', role: 'service' },
+          ],
+        },
+      },
       notify: {
         webhook: {
           url: 'https://a.example.com',
@@ -273,7 +288,11 @@ describe('maskConfig', () => {
     ]);
     expect(masked.notify.webhook.secret).toBe('[redacted]');
     expect(masked.notify.webhook.headers).toEqual({ Authorization: '[redacted]' });
-    expect(masked.notify.webhook.endpoints[0]).toMatchObject({ secret: '[redacted]', headers: { 'X-Key': '[redacted]' }, url: 'https://b.example.com' });
+    expect(masked.notify.webhook.endpoints[0]).toMatchObject({
+      secret: '[redacted]',
+      headers: { 'X-Key': '[redacted]' },
+      url: 'https://b.example.com',
+    });
     expect(Object.isFrozen(masked)).toBe(false);
     expect(config.notify.webhook.secret).toBe(SECRET);
   });
@@ -286,12 +305,23 @@ describe('maskConfig', () => {
   test('hides credential-named query parameters of endpoint URLs (token, api_key, sig…), keeping the rest', () => {
     const url = `https://hooks.example.com/in?team=7&token=${SECRET}&api_key=${SECRET}&X-Amz-Signature=${SECRET}#frag`;
     const masked = maskConfig(parseConfig({ notify: { webhook: { url, secret: 's' } } }));
-    expect(masked.notify.webhook.url).toBe('https://hooks.example.com/in?team=7&token=[redacted]&api_key=[redacted]&X-Amz-Signature=[redacted]#frag');
+    expect(masked.notify.webhook.url).toBe(
+      'https://hooks.example.com/in?team=7&token=[redacted]&api_key=[redacted]&X-Amz-Signature=[redacted]#frag',
+    );
     const more = maskConfig(
-      parseConfig({ notify: { webhook: { url: `https://${SECRET}@h.example.com/x?apiKey=${SECRET}&design=1&monkey=2&author=3#access_token=${SECRET}`, secret: 's' } } }),
+      parseConfig({
+        notify: {
+          webhook: {
+            url: `https://${SECRET}@h.example.com/x?apiKey=${SECRET}&design=1&monkey=2&author=3#access_token=${SECRET}`,
+            secret: 's',
+          },
+        },
+      }),
     );
     // A user with no password (a key), camelCase names and fragment parameters too; names that merely contain "sig" or "key" stay.
-    expect(more.notify.webhook.url).toBe('https://[redacted]@h.example.com/x?apiKey=[redacted]&design=1&monkey=2&author=3#access_token=[redacted]');
+    expect(more.notify.webhook.url).toBe(
+      'https://[redacted]@h.example.com/x?apiKey=[redacted]&design=1&monkey=2&author=3#access_token=[redacted]',
+    );
   });
 
   test('a URL that does not parse is named in the error with its credentials hidden', () => {
@@ -308,7 +338,9 @@ describe('maskConfig', () => {
 
 describe('the built-in bootstrap user', () => {
   test('is ops (admin) with the token from ACW_ADMIN_TOKEN when the config names no users', () => {
-    expect(parseConfig({}, { ACW_ADMIN_TOKEN: 'tok-from-env' }).server.auth.users).toEqual([{ name: 'ops', role: 'admin', token: 'tok-from-env' }]);
+    expect(parseConfig({}, { ACW_ADMIN_TOKEN: 'tok-from-env' }).server.auth.users).toEqual([
+      { name: 'ops', role: 'admin', token: 'tok-from-env' },
+    ]);
     expect(parseConfig({}, {}).server.auth.users).toEqual([{ name: 'ops', role: 'admin', token: '' }]);
     expect(parseConfig({ server: { auth: { users: [] } } }, { ACW_ADMIN_TOKEN: 'x' }).server.auth.users).toEqual([]);
   });

@@ -16,9 +16,15 @@ function issuesOf(raw: unknown, env: Record<string, string> = {}): string[] {
 const SECRET = 'sUp3r-S3cr3t-Zebra-42';
 const WHSEC = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 const webhook = (w: Record<string, unknown>) => ({ notify: { webhook: w } });
-const endpointWith = (name: string, over: Record<string, unknown> = {}) => ({ name, url: 'https://h.example.com', secret: SECRET, ...over });
+const endpointWith = (name: string, over: Record<string, unknown> = {}) => ({
+  name,
+  url: 'https://h.example.com',
+  secret: SECRET,
+  ...over,
+});
 /** [name, timeout, connect_timeout] of each endpoint `notify.webhook: w` resolves to. */
-const connect = (w: Record<string, unknown>) => resolveEndpoints(parseConfig(webhook(w))).map((e) => [e.name, e.timeout, e.connect_timeout]);
+const connect = (w: Record<string, unknown>) =>
+  resolveEndpoints(parseConfig(webhook(w))).map((e) => [e.name, e.timeout, e.connect_timeout]);
 
 describe('defaults', () => {
   test('an empty config yields every default of spec §2', () => {
@@ -94,9 +100,15 @@ describe('field messages', () => {
     [{ jobs: { enabled: 'yes' } }, 'jobs.enabled: expected true or false, got "yes"'],
     [{ jobs: { poll_interval: 10 } }, 'jobs.poll_interval: expected a duration like "5m", got 10'],
     [{ jobs: { poll_interval: '0s' } }, 'jobs.poll_interval: must be longer than 0, got "0s"'],
-    [{ log: { level: 'verbose' } }, 'log.level: expected one of "fatal", "error", "warn", "info", "debug", "trace", "silent", got "verbose"'],
+    [
+      { log: { level: 'verbose' } },
+      'log.level: expected one of "fatal", "error", "warn", "info", "debug", "trace", "silent", got "verbose"',
+    ],
     [{ server: { max_body: '1 mb' } }, 'server.max_body: expected a size like "1mb", got "1 mb"'],
-    [{ server: { listen: 'localhost:99999' } }, 'server.listen: expected HOST:PORT like "127.0.0.1:8080" (port 0-65535), got "localhost:99999"'],
+    [
+      { server: { listen: 'localhost:99999' } },
+      'server.listen: expected HOST:PORT like "127.0.0.1:8080" (port 0-65535), got "localhost:99999"',
+    ],
     [{ database: { schema: 'Public' } }, 'database.schema: expected a lowercase SQL identifier like "public", got "Public"'],
     [{ database: { schema: 'a'.repeat(41) } }, 'database.schema: must be at most 40 characters, got 41'],
     [{ database: { pool_size: 1001 } }, 'database.pool_size: expected an integer from 1 to 1000, got 1001'],
@@ -108,9 +120,7 @@ describe('field messages', () => {
   });
 
   test('a missing required key says so', () => {
-    expect(issuesOf(webhook({ endpoints: [{ name: 'a', secret: SECRET }] }))).toEqual([
-      'notify.webhook.endpoints[0].url: required',
-    ]);
+    expect(issuesOf(webhook({ endpoints: [{ name: 'a', secret: SECRET }] }))).toEqual(['notify.webhook.endpoints[0].url: required']);
     expect(issuesOf({ server: { auth: { users: [{ name: 'ops' }] } } })).toEqual(['server.auth.users[0].role: required']);
   });
 });
@@ -176,13 +186,21 @@ describe('cross-field rules', () => {
 
   test('the delivery budget is 1 to 100,000, and no endpoint may have a higher max_in_flight than it', () => {
     expect(parseConfig({}).notify.webhook.max_in_flight_total).toBe(2000);
-    expect(issuesOf(webhook({ max_in_flight_total: 0 }))).toEqual(['notify.webhook.max_in_flight_total: expected an integer from 1 to 100000, got 0']);
+    expect(issuesOf(webhook({ max_in_flight_total: 0 }))).toEqual([
+      'notify.webhook.max_in_flight_total: expected an integer from 1 to 100000, got 0',
+    ]);
     expect(issuesOf(webhook({ max_in_flight_total: 100_001 }))).toEqual([
       'notify.webhook.max_in_flight_total: expected an integer from 1 to 100000, got 100001',
     ]);
-    expect(issuesOf(webhook({ max_in_flight_total: 10, max_in_flight: 8, endpoints: [{ name: 'a', url: 'https://h.example.com', secret: SECRET, max_in_flight: 11 }] }))).toEqual([
-      'notify.webhook.endpoints[0].max_in_flight: must not exceed notify.webhook.max_in_flight_total (10), got 11',
-    ]);
+    expect(
+      issuesOf(
+        webhook({
+          max_in_flight_total: 10,
+          max_in_flight: 8,
+          endpoints: [{ name: 'a', url: 'https://h.example.com', secret: SECRET, max_in_flight: 11 }],
+        }),
+      ),
+    ).toEqual(['notify.webhook.endpoints[0].max_in_flight: must not exceed notify.webhook.max_in_flight_total (10), got 11']);
     expect(issuesOf(webhook({ max_in_flight_total: 10 }))).toEqual([
       'notify.webhook.max_in_flight: must not exceed notify.webhook.max_in_flight_total (10), got 16',
     ]);
@@ -217,7 +235,9 @@ describe('cross-field rules', () => {
     expect(issuesOf(webhook({ endpoints: [endpointWith('a', { connect_timeout: '0s' })] }))).toEqual([
       'notify.webhook.endpoints[0].connect_timeout: must be longer than 0, got "0s"',
     ]);
-    expect(issuesOf(webhook({ connect_timeout: '20s' }))).toEqual(['notify.webhook.connect_timeout: must not exceed notify.webhook.timeout (10s), got 20s']);
+    expect(issuesOf(webhook({ connect_timeout: '20s' }))).toEqual([
+      'notify.webhook.connect_timeout: must not exceed notify.webhook.timeout (10s), got 20s',
+    ]);
     expect(issuesOf(webhook({ endpoints: [endpointWith('a', { timeout: '2s', connect_timeout: '3s' })] }))).toEqual([
       "notify.webhook.endpoints[0].connect_timeout: must not exceed this endpoint's timeout (2s), got 3s",
     ]);
@@ -232,11 +252,17 @@ describe('cross-field rules', () => {
     ]);
     // Unset everywhere: a short timeout alone is fine (the default connect timeout shrinks to it).
     expect(() => parseConfig(webhook({ timeout: '300ms', endpoints: [endpointWith('a', { timeout: '1s' })] }))).not.toThrow();
-    expect(() => parseConfig(webhook({ connect_timeout: '2s', endpoints: [endpointWith('a', { timeout: '1s', connect_timeout: '1s' })] }))).not.toThrow();
+    expect(() =>
+      parseConfig(webhook({ connect_timeout: '2s', endpoints: [endpointWith('a', { timeout: '1s', connect_timeout: '1s' })] })),
+    ).not.toThrow();
   });
 
   test('user names are unique', () => {
-    const users = [{ name: 'ops', role: 'admin' }, { name: 'ci', role: 'service' }, { name: 'ops', role: 'viewer' }];
+    const users = [
+      { name: 'ops', role: 'admin' },
+      { name: 'ci', role: 'service' },
+      { name: 'ops', role: 'viewer' },
+    ];
     expect(issuesOf({ server: { auth: { users } } })).toEqual(['server.auth.users[2].name: duplicate user name "ops" (also users[0])']);
   });
 
@@ -253,14 +279,24 @@ describe('secrets in messages', () => {
   test('no message ever contains a secret or token value', () => {
     const issues = issuesOf({
       database: { url: `mysql://u:${SECRET}@h/db` },
-      server: { auth: { users: [{ name: 'ops', role: 'boss', token: SECRET }, { name: 'x', role: 'admin', token: 42 }] } },
+      server: {
+        auth: {
+          users: [
+            { name: 'ops', role: 'boss', token: SECRET },
+            { name: 'x', role: 'admin', token: 42 },
+          ],
+        },
+      },
       notify: {
         webhook: {
           url: 'https://h.example.com',
           secret: SECRET,
           scheme: 'standard',
           headers: { Authorization: `Bearer ${SECRET}\n` },
-          endpoints: [{ name: 'a', url: 'https://h.example.com', secret: SECRET, scheme: 'standard' }, { name: 'b', secret: 123 }],
+          endpoints: [
+            { name: 'a', url: 'https://h.example.com', secret: SECRET, scheme: 'standard' },
+            { name: 'b', secret: 123 },
+          ],
         },
       },
     });
@@ -307,15 +343,54 @@ describe('resolveEndpoints', () => {
       }),
     );
     expect(resolveEndpoints(config)).toEqual([
-      { name: 'default', url: 'https://a.example.com', secret: SECRET, topics: ['a.*'], timeout: 3000, connect_timeout: 3000, max_in_flight: 5, scheme: 'acw', headers: {}, enabled: true },
-      { name: 'b', url: 'https://b.example.com', secret: WHSEC, topics: [], timeout: 3000, connect_timeout: 3000, max_in_flight: 5, scheme: 'standard', headers: { 'X-Team': 'b' }, enabled: true },
-      { name: 'c', url: 'http://c.example.com', secret: SECRET, topics: ['*'], timeout: 1000, connect_timeout: 1000, max_in_flight: 2, scheme: 'acw', headers: {}, enabled: false },
+      {
+        name: 'default',
+        url: 'https://a.example.com',
+        secret: SECRET,
+        topics: ['a.*'],
+        timeout: 3000,
+        connect_timeout: 3000,
+        max_in_flight: 5,
+        scheme: 'acw',
+        headers: {},
+        enabled: true,
+      },
+      {
+        name: 'b',
+        url: 'https://b.example.com',
+        secret: WHSEC,
+        topics: [],
+        timeout: 3000,
+        connect_timeout: 3000,
+        max_in_flight: 5,
+        scheme: 'standard',
+        headers: { 'X-Team': 'b' },
+        enabled: true,
+      },
+      {
+        name: 'c',
+        url: 'http://c.example.com',
+        secret: SECRET,
+        topics: ['*'],
+        timeout: 1000,
+        connect_timeout: 1000,
+        max_in_flight: 2,
+        scheme: 'acw',
+        headers: {},
+        enabled: false,
+      },
     ]);
   });
 
   test('connect_timeout: 5s unless the timeout is shorter; an endpoint inherits notify.webhook.connect_timeout', () => {
     const ep = endpointWith;
-    expect(connect({ url: 'https://a.example.com', secret: SECRET, endpoints: [ep('b', { timeout: '2s' }), ep('c', { connect_timeout: '1s' })] })).toEqual([
+    expect(
+      connect({
+        url: 'https://a.example.com',
+        secret: SECRET,
+        endpoints: [ep('b', { timeout: '2s' }), ep('c', { connect_timeout: '1s' })],
+      }),
+    ).toEqual([
       ['default', 10_000, 5_000],
       ['b', 2_000, 2_000],
       ['c', 10_000, 1_000],
@@ -332,7 +407,12 @@ describe('resolveEndpoints', () => {
 
   test('notify.webhook.enabled: false disables every endpoint', () => {
     const config = parseConfig(
-      webhook({ enabled: false, url: 'https://a.example.com', secret: SECRET, endpoints: [{ name: 'b', url: 'https://b.example.com', secret: SECRET }] }),
+      webhook({
+        enabled: false,
+        url: 'https://a.example.com',
+        secret: SECRET,
+        endpoints: [{ name: 'b', url: 'https://b.example.com', secret: SECRET }],
+      }),
     );
     expect(resolveEndpoints(config).map((e) => e.enabled)).toEqual([false, false]);
   });

@@ -73,7 +73,8 @@ export async function call(base: string, method: string, path: string, o: CallOp
   let body: string | Buffer | undefined;
   if (o.raw !== undefined) body = o.raw;
   else if (o.body !== undefined) body = JSON.stringify(o.body);
-  if (body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+  if (body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type'))
+    headers['content-type'] = 'application/json';
   const res = await fetch(base + path, { method, headers, ...(body !== undefined ? { body } : {}) });
   const text = await res.text();
   let parsed: unknown = undefined;
@@ -89,7 +90,12 @@ export async function call(base: string, method: string, path: string, o: CallOp
  * POST a body with node:http and take the answer even when the server answers (413) and closes
  * before the upload finished, which fetch reports as a network error.
  */
-export function postRaw(base: string, path: string, body: Buffer, headers: Record<string, string>): Promise<{ status: number; text: string }> {
+export function postRaw(
+  base: string,
+  path: string,
+  body: Buffer,
+  headers: Record<string, string>,
+): Promise<{ status: number; text: string }> {
   const u = new URL(base + path);
   return new Promise((resolve, reject) => {
     let answered = false;
@@ -142,7 +148,8 @@ export function metricValue(text: string, name: string, labels: Record<string, s
     const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
     if (!m || m[1] !== name) continue;
     const got = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((x) => [x[1], x[2]]));
-    if (Object.entries(labels).every(([k, v]) => got[k] === v) && Object.keys(got).length === Object.keys(labels).length) return Number(m[3]);
+    if (Object.entries(labels).every(([k, v]) => got[k] === v) && Object.keys(got).length === Object.keys(labels).length)
+      return Number(m[3]);
   }
   return undefined;
 }

@@ -9,7 +9,12 @@ export interface LogLine {
 }
 
 /** A real pino logger whose JSON lines are kept for assertions. */
-export function captureLogs(level: 'debug' | 'info' | 'trace' = 'debug'): { log: Logger; lines: LogLine[]; events: (name: string) => LogLine[]; raw: () => string } {
+export function captureLogs(level: 'debug' | 'info' | 'trace' = 'debug'): {
+  log: Logger;
+  lines: LogLine[];
+  events: (name: string) => LogLine[];
+  raw: () => string;
+} {
   const lines: LogLine[] = [];
   let raw = '';
   const destination = new Writable({

@@ -12,7 +12,9 @@ export function merge(a: Raw, b: Raw): Raw {
   for (const [k, v] of Object.entries(b)) {
     const prev = out[k];
     out[k] =
-      v && typeof v === 'object' && !Array.isArray(v) && prev && typeof prev === 'object' && !Array.isArray(prev) ? merge(prev as Raw, v as Raw) : v;
+      v && typeof v === 'object' && !Array.isArray(v) && prev && typeof prev === 'object' && !Array.isArray(prev)
+        ? merge(prev as Raw, v as Raw)
+        : v;
   }
   return out;
 }

@@ -64,7 +64,14 @@ describe('GET /v1/alerts/stream', () => {
     const data = JSON.parse(ev!.data);
     const audit = (await db.pool.query(`select id from audit_log where action = 'webhook.dead_letter'`)).rows[0];
     expect(ev!.id).toBe(String(audit.id));
-    expect(data).toMatchObject({ id: Number(audit.id), action: 'webhook.dead_letter', job_id: jobId, topic: 'billing.failed', endpoint: 'default', reason: 'permanent' });
+    expect(data).toMatchObject({
+      id: Number(audit.id),
+      action: 'webhook.dead_letter',
+      job_id: jobId,
+      topic: 'billing.failed',
+      endpoint: 'default',
+      reason: 'permanent',
+    });
   });
 
   it('a reconnect with Last-Event-ID replays exactly what was missed, in order', async () => {
@@ -123,10 +130,7 @@ describe('GET /v1/alerts/stream', () => {
     expect(res.statusCode).toBe(200);
     await new Promise((r) => res.once('data', r));
     req.destroy();
-    await waitFor(
-      () => new Promise<boolean>((resolve) => api.app.server.getConnections((_e, n) => resolve(n === 0))),
-      3_000,
-    );
+    await waitFor(() => new Promise<boolean>((resolve) => api.app.server.getConnections((_e, n) => resolve(n === 0))), 3_000);
     // A later alert finds no stream to write to and raises no error.
     await notifyDead();
     await waitFor(async () => (await db.pool.query(`select 1 from audit_log`)).rows.length === 1);

@@ -40,7 +40,13 @@ interface Row {
 }
 
 const table: Row[] = [
-  { route: 'POST /v1/notify', method: 'POST', path: () => '/v1/notify', body: { topic: 'a.b', data: {} }, expect: { service: 202, admin: 202, viewer: 403 } },
+  {
+    route: 'POST /v1/notify',
+    method: 'POST',
+    path: () => '/v1/notify',
+    body: { topic: 'a.b', data: {} },
+    expect: { service: 202, admin: 202, viewer: 403 },
+  },
   {
     route: 'POST /v1/notify/batch',
     method: 'POST',
@@ -75,7 +81,12 @@ const table: Row[] = [
     expect: { service: 403, admin: 200, viewer: 403 },
   },
   { route: 'GET /v1/endpoints', method: 'GET', path: () => '/v1/endpoints', expect: { service: 403, admin: 200, viewer: 200 } },
-  { route: 'POST /v1/endpoints/:name/test', method: 'POST', path: () => '/v1/endpoints/default/test', expect: { service: 403, admin: 202, viewer: 403 } },
+  {
+    route: 'POST /v1/endpoints/:name/test',
+    method: 'POST',
+    path: () => '/v1/endpoints/default/test',
+    expect: { service: 403, admin: 202, viewer: 403 },
+  },
   { route: 'GET /v1/notifications', method: 'GET', path: () => '/v1/notifications', expect: { service: 200, admin: 200, viewer: 200 } },
   {
     route: 'POST /v1/notifications/:id/read',

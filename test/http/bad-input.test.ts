@@ -26,7 +26,8 @@ afterAll(async () => {
 });
 
 /** Wait until no job is pending or running, so row counts hold still for a before/after comparison. */
-const settled = () => waitFor(async () => (await db.pool.query(`select 1 from jobs where status in ('pending', 'running')`)).rows.length === 0);
+const settled = () =>
+  waitFor(async () => (await db.pool.query(`select 1 from jobs where status in ('pending', 'running')`)).rows.length === 0);
 const nested = (depth: number): string => '['.repeat(depth) + ']'.repeat(depth);
 const b64 = (s: string) => Buffer.from(s).toString('base64url');
 
@@ -62,9 +63,21 @@ const cases: Case[] = [
   { name: 'unknown field idempotencyKey', body: { topic: 'a.b', data: {}, idempotencyKey: 'k' }, status: 400, field: 'idempotencyKey' },
   { name: 'a __proto__ field', raw: '{"topic":"a.b","data":{},"__proto__":{"admin":true}}', status: 400, field: '__proto__' },
   { name: 'text/plain content', raw: 'hello', headers: { 'content-type': 'text/plain' }, status: 415, field: 'content-type' },
-  { name: 'form content', raw: 'topic=a.b', headers: { 'content-type': 'application/x-www-form-urlencoded' }, status: 415, field: 'content-type' },
+  {
+    name: 'form content',
+    raw: 'topic=a.b',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    status: 415,
+    field: 'content-type',
+  },
   { name: 'batch events not a list', path: '/v1/notify/batch', body: { events: {} }, status: 400, field: 'events' },
-  { name: 'batch event 1 missing data', path: '/v1/notify/batch', body: { events: [{ topic: 'a.b', data: 1 }, { topic: 'a.b' }] }, status: 400, field: 'events[1].data' },
+  {
+    name: 'batch event 1 missing data',
+    path: '/v1/notify/batch',
+    body: { events: [{ topic: 'a.b', data: 1 }, { topic: 'a.b' }] },
+    status: 400,
+    field: 'events[1].data',
+  },
   { name: 'bad UUID in /v1/jobs/:id', method: 'GET', path: '/v1/jobs/not-a-uuid', status: 400, field: 'id' },
   { name: 'SQL in /v1/jobs/:id', method: 'GET', path: `/v1/jobs/${encodeURIComponent("1' or '1'='1")}`, status: 400, field: 'id' },
   { name: 'bad UUID in retry', path: '/v1/jobs/123/retry', status: 400, field: 'id' },
@@ -81,14 +94,27 @@ const cases: Case[] = [
   { name: 'a NUL byte in a filter', method: 'GET', path: '/v1/jobs?type=%00', status: 400, field: 'type' },
   { name: 'a bad event_id filter', method: 'GET', path: '/v1/jobs?event_id=42', status: 400, field: 'event_id' },
   { name: 'redrive of pending jobs', path: '/v1/jobs/redrive', body: { status: 'pending' }, status: 400, field: 'status' },
-  { name: 'redrive since "yesterday"', path: '/v1/jobs/redrive', body: { status: 'dead', since: 'yesterday' }, status: 400, field: 'since' },
+  {
+    name: 'redrive since "yesterday"',
+    path: '/v1/jobs/redrive',
+    body: { status: 'dead', since: 'yesterday' },
+    status: 400,
+    field: 'since',
+  },
   { name: 'redrive dry_run "yes"', path: '/v1/jobs/redrive', body: { status: 'dead', dry_run: 'yes' }, status: 400, field: 'dry_run' },
   { name: 'a notification id that is no number', path: '/v1/notifications/abc/read', status: 400, field: 'id' },
   { name: 'a notification id past bigint', path: '/v1/notifications/99999999999999999999/read', status: 400, field: 'id' },
   { name: 'a bad notifications cursor', method: 'GET', path: '/v1/notifications?cursor=zzz', status: 400, field: 'cursor' },
   { name: 'unread_only "maybe"', method: 'GET', path: '/v1/notifications?unread_only=maybe', status: 400, field: 'unread_only' },
   { name: 'a NUL byte in an endpoint name', path: '/v1/endpoints/%00/test', status: 400, field: 'name' },
-  { name: 'a bad Last-Event-ID', method: 'GET', path: '/v1/alerts/stream', headers: { 'last-event-id': 'abc' }, status: 400, field: 'last-event-id' },
+  {
+    name: 'a bad Last-Event-ID',
+    method: 'GET',
+    path: '/v1/alerts/stream',
+    headers: { 'last-event-id': 'abc' },
+    status: 400,
+    field: 'last-event-id',
+  },
   { name: 'a negative ?since', method: 'GET', path: '/v1/alerts/stream?since=-1', status: 400, field: 'since' },
   { name: 'window_minutes 0', method: 'GET', path: '/v1/endpoints?window_minutes=0', status: 400, field: 'window_minutes' },
 ];
@@ -185,7 +211,14 @@ describe('no input a client can send yields a 5xx', () => {
           ? typeof err?.code === 'string' && /^[a-z_]+$/.test(err.code) && typeof err.message === 'string' && /\S/.test(err.message)
           : typeof res.body === 'object' && res.body !== null;
         const after = refused ? await rowCounts(db.pool) : pre;
-        expect({ raw: raw.slice(0, 80), status: res.status, below500: res.status < 500, shape, rows: after, text: res.text.slice(0, 200) }).toEqual({
+        expect({
+          raw: raw.slice(0, 80),
+          status: res.status,
+          below500: res.status < 500,
+          shape,
+          rows: after,
+          text: res.text.slice(0, 200),
+        }).toEqual({
           raw: raw.slice(0, 80),
           status: res.status,
           below500: true,
@@ -198,7 +231,17 @@ describe('no input a client can send yields a 5xx', () => {
   }
 
   it('hostile query strings and headers on the read routes', async () => {
-    const queries = ['?limit=-1', '?limit=1.5', '?limit=1e3', '?cursor=' + 'A'.repeat(5000), '?topic=%ff', '?since=1e30', '?event_id[]=x', '?a[b]=c', '?endpoint=%ED%A0%80'];
+    const queries = [
+      '?limit=-1',
+      '?limit=1.5',
+      '?limit=1e3',
+      '?cursor=' + 'A'.repeat(5000),
+      '?topic=%ff',
+      '?since=1e30',
+      '?event_id[]=x',
+      '?a[b]=c',
+      '?endpoint=%ED%A0%80',
+    ];
     for (const path of ['/v1/jobs', '/v1/notifications', '/v1/endpoints', '/v1/alerts/stream']) {
       for (const q of queries) {
         const res = await call(api.url, 'GET', path + q, { token: admin });

@@ -27,7 +27,12 @@ afterEach(async () => {
 });
 
 async function api(over: Record<string, unknown> = {}, mode: 'serve' | 'worker' = 'serve', extra = {}): Promise<Api> {
-  const a = await startApi(db, { notify: { webhook: { url: rx.url, secret: 's3cret', topics: ['*'], timeout: '30s' } }, ...over }, mode, extra);
+  const a = await startApi(
+    db,
+    { notify: { webhook: { url: rx.url, secret: 's3cret', topics: ['*'], timeout: '30s' } }, ...over },
+    mode,
+    extra,
+  );
   apis.push(a);
   return a;
 }
@@ -119,7 +124,9 @@ describe('/healthz and /readyz', () => {
   it('/healthz answers at once while every delivery slot is stuck on a hanging delivery', async () => {
     rx.setResponder(() => ({ hang: true }));
     // Deliveries have a budget of their own (not jobs.workers): two in all.
-    const a = await api({ notify: { webhook: { url: rx.url, secret: 's3cret', topics: ['*'], timeout: '30s', max_in_flight: 2, max_in_flight_total: 2 } } });
+    const a = await api({
+      notify: { webhook: { url: rx.url, secret: 's3cret', topics: ['*'], timeout: '30s', max_in_flight: 2, max_in_flight_total: 2 } },
+    });
     const token = await makeUser(db.pool, 'billing', 'service');
     for (let i = 0; i < 4; i++) await call(a.url, 'POST', '/v1/notify', { token, body: { topic: 'orders.paid', data: { i } } });
     await rx.waitForRequests(2);
@@ -194,7 +201,10 @@ describe('API routes during a database outage', () => {
     pu.port = String(proxy.port);
     try {
       // The service reaches the database only through the proxy, which refuses connections while cut.
-      const a = await startApi({ ...db, url: pu.toString() }, { jobs: { enabled: false }, notify: { webhook: { url: rx.url, secret: 's3cret', topics: ['*'] } } });
+      const a = await startApi(
+        { ...db, url: pu.toString() },
+        { jobs: { enabled: false }, notify: { webhook: { url: rx.url, secret: 's3cret', topics: ['*'] } } },
+      );
       apis.push(a);
       const token = await makeUser(db.pool, 'ops', 'admin');
       expect((await call(a.url, 'GET', '/v1/jobs', { token })).status).toBe(200);

@@ -80,7 +80,20 @@ describe('GET /v1/jobs', () => {
     expect(await ids('endpoint=other')).toHaveLength(2);
     const one = (await get('/v1/jobs?status=dead')).body.items[0];
     expect(Object.keys(one).toSorted()).toEqual(
-      ['attempts', 'completed_at', 'created_at', 'endpoint', 'event_id', 'id', 'last_error', 'max_attempts', 'run_at', 'status', 'topic', 'type'].toSorted(),
+      [
+        'attempts',
+        'completed_at',
+        'created_at',
+        'endpoint',
+        'event_id',
+        'id',
+        'last_error',
+        'max_attempts',
+        'run_at',
+        'status',
+        'topic',
+        'type',
+      ].toSorted(),
     );
   });
 });
@@ -94,7 +107,14 @@ describe('GET /v1/jobs/:id', () => {
     await waitFor(async () => (await jobStatus(id)) === 'completed');
     const res = await get(`/v1/jobs/${id}`);
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ id, status: 'completed', attempts: 2, topic: 'a.b', endpoint: 'default', event_id: sent.body.event_id });
+    expect(res.body).toMatchObject({
+      id,
+      status: 'completed',
+      attempts: 2,
+      topic: 'a.b',
+      endpoint: 'default',
+      event_id: sent.body.event_id,
+    });
     expect(res.body.deliveries.map((d: { attempt: number; status_code: number }) => [d.attempt, d.status_code])).toEqual([
       [1, 503],
       [2, 200],
@@ -116,7 +136,9 @@ describe('operator actions', () => {
     await waitFor(async () => (await jobStatus(id)) === 'completed');
     expect(rx.requests).toHaveLength(2);
     expect(rx.requests[1]!.body.equals(rx.requests[0]!.body)).toBe(true);
-    expect(await audit('job.retry')).toEqual([{ actor: 'ops', target_type: 'job', target_id: id, details: expect.objectContaining({ from_status: 'dead' }) }]);
+    expect(await audit('job.retry')).toEqual([
+      { actor: 'ops', target_type: 'job', target_id: id, details: expect.objectContaining({ from_status: 'dead' }) },
+    ]);
   });
 
   it('retry of a cancelled job sends it after all, audited with the status it came from', async () => {
@@ -127,7 +149,9 @@ describe('operator actions', () => {
     expect(res.body).toMatchObject({ id, status: 'pending', attempts: 0 });
     await waitFor(async () => (await jobStatus(id)) === 'completed');
     expect(rx.requests).toHaveLength(1);
-    expect(await audit('job.retry')).toEqual([{ actor: 'ops', target_type: 'job', target_id: id, details: expect.objectContaining({ from_status: 'cancelled' }) }]);
+    expect(await audit('job.retry')).toEqual([
+      { actor: 'ops', target_type: 'job', target_id: id, details: expect.objectContaining({ from_status: 'cancelled' }) },
+    ]);
   });
 
   it('retry of a pending job is a 409 naming its status; of an unknown job a 404', async () => {
@@ -205,7 +229,15 @@ describe('operator actions', () => {
     const list = await get('/v1/endpoints');
     expect(list.status).toBe(200);
     const crm = list.body.items.find((e: { name: string }) => e.name === 'crm');
-    expect(crm).toMatchObject({ name: 'crm', url: rx.url + '/crm', topics: ['crm.*'], enabled: true, scheme: 'acw', attempts: 1, success_rate: 1 });
+    expect(crm).toMatchObject({
+      name: 'crm',
+      url: rx.url + '/crm',
+      topics: ['crm.*'],
+      enabled: true,
+      scheme: 'acw',
+      attempts: 1,
+      success_rate: 1,
+    });
     expect(crm.p50_duration_ms).toEqual(expect.any(Number));
     expect(JSON.stringify(list.body)).not.toContain('other');
     expect(JSON.stringify(list.body)).not.toContain('s3cret');

@@ -31,13 +31,18 @@ const ev = (i: number) => ({ topic: `workspace.e${i}`, data: { i } });
 const notify = (body: unknown, token = svcToken) => call(api.url, 'POST', '/v1/notify', { token, body });
 const batch = (events: unknown[]) => call(api.url, 'POST', '/v1/notify/batch', { token: svcToken, body: { events } });
 /** Wait until no job is pending or running, so row counts hold still for a before/after comparison. */
-const settled = () => waitFor(async () => (await db.pool.query(`select 1 from jobs where status in ('pending', 'running')`)).rows.length === 0);
+const settled = () =>
+  waitFor(async () => (await db.pool.query(`select 1 from jobs where status in ('pending', 'running')`)).rows.length === 0);
 
 describe('POST /v1/notify', () => {
   it('accepts with 202, the event id and one job per matching endpoint, and delivers it', async () => {
     const res = await notify({ topic: 'workspace.sync_failed', data: { id: 7 }, recipients: ['alice'] });
     expect(res.status).toBe(202);
-    expect(res.body).toEqual({ event_id: expect.stringMatching(/^[0-9a-f-]{36}$/), job_ids: [expect.stringMatching(/^[0-9a-f-]{36}$/)], replayed: false });
+    expect(res.body).toEqual({
+      event_id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      job_ids: [expect.stringMatching(/^[0-9a-f-]{36}$/)],
+      replayed: false,
+    });
     await rx.waitForRequests(1);
     const note = await db.pool.query(`select n.topic, n.data from notifications n join users u on u.id = n.user_id where u.name = 'alice'`);
     expect(note.rows).toEqual([{ topic: 'workspace.sync_failed', data: { id: 7 } }]);
@@ -74,16 +79,28 @@ describe('POST /v1/notify', () => {
   });
 
   it('the same data with its keys in another order, at any depth, is the same request: a 200 replay, not a 409', async () => {
-    const first = await notify({ topic: 'workspace.sync_failed', data: { a: 1, b: { x: [1, { p: 1, q: 2 }], y: 2 } }, idempotency_key: 'k-order' });
+    const first = await notify({
+      topic: 'workspace.sync_failed',
+      data: { a: 1, b: { x: [1, { p: 1, q: 2 }], y: 2 } },
+      idempotency_key: 'k-order',
+    });
     expect(first.status).toBe(202);
     await settled();
     const before = await rowCounts(db.pool);
-    const again = await notify({ idempotency_key: 'k-order', data: { b: { y: 2, x: [1, { q: 2, p: 1 }] }, a: 1 }, topic: 'workspace.sync_failed' });
+    const again = await notify({
+      idempotency_key: 'k-order',
+      data: { b: { y: 2, x: [1, { q: 2, p: 1 }] }, a: 1 },
+      topic: 'workspace.sync_failed',
+    });
     expect(again.status).toBe(200);
     expect(again.body).toMatchObject({ event_id: first.body.event_id, job_ids: first.body.job_ids });
     expect(await rowCounts(db.pool)).toEqual(before);
     // Array order is data: the same items in another order are a different request.
-    const swapped = await notify({ topic: 'workspace.sync_failed', data: { a: 1, b: { x: [{ p: 1, q: 2 }, 1], y: 2 } }, idempotency_key: 'k-order' });
+    const swapped = await notify({
+      topic: 'workspace.sync_failed',
+      data: { a: 1, b: { x: [{ p: 1, q: 2 }, 1], y: 2 } },
+      idempotency_key: 'k-order',
+    });
     expect(swapped.status).toBe(409);
   });
 

@@ -18,7 +18,10 @@ const batch = (ks: string[]) => ks.map((k) => ({ topic: 'a.b', data: { k }, idem
 
 describe('batch notify', () => {
   it('concurrent batches sharing idempotency keys in different orders neither deadlock nor duplicate', async () => {
-    const { svc } = await startTestService(db, { jobs: { enabled: false }, notify: { webhook: { url: 'http://127.0.0.1:9/x', secret: 's', topics: ['*'] } } });
+    const { svc } = await startTestService(db, {
+      jobs: { enabled: false },
+      notify: { webhook: { url: 'http://127.0.0.1:9/x', secret: 's', topics: ['*'] } },
+    });
     try {
       const keys = Array.from({ length: 20 }, (_, i) => `k-${i}`);
       const runs = await Promise.all(
@@ -28,7 +31,7 @@ describe('batch notify', () => {
       expect((await db.pool.query('select count(*)::int as n from events')).rows[0].n).toBe(20);
       expect((await db.pool.query('select count(*)::int as n from jobs')).rows[0].n).toBe(20);
       // Answers keep the input order whatever order the keys were taken in.
-      expect(runs[1]!.map((a) => (a.body.event_id === runs[0]![19 - runs[1]!.indexOf(a)]!.body.event_id))).toEqual(Array(20).fill(true));
+      expect(runs[1]!.map((a) => a.body.event_id === runs[0]![19 - runs[1]!.indexOf(a)]!.body.event_id)).toEqual(Array(20).fill(true));
     } finally {
       await svc.stop();
     }
@@ -43,7 +46,10 @@ describe('POST /v1/notify/batch, set-based', () => {
   let counting = false;
 
   beforeAll(async () => {
-    api = await startApi(db, { jobs: { enabled: false }, notify: { webhook: { url: 'http://127.0.0.1:9/x', secret: 's', topics: ['*'] } } });
+    api = await startApi(db, {
+      jobs: { enabled: false },
+      notify: { webhook: { url: 'http://127.0.0.1:9/x', secret: 's', topics: ['*'] } },
+    });
     // A wrapper around every pooled client's query: the statements of the request's transaction,
     // from BEGIN to COMMIT (auth's lookup, outside it, may or may not be cached).
     const wrapped = new WeakSet<object>();
@@ -77,7 +83,9 @@ describe('POST /v1/notify/batch, set-based', () => {
     expect(res.status).toBe(202);
     expect(res.body.results).toHaveLength(1000);
     expect(res.body.results).toEqual(
-      events.map((_, i) => (i % 100 === 7 ? { ...first.body.results[(i - 7) / 100], replayed: true } : { event_id: uuid, job_ids: [uuid], replayed: false })),
+      events.map((_, i) =>
+        i % 100 === 7 ? { ...first.body.results[(i - 7) / 100], replayed: true } : { event_id: uuid, job_ids: [uuid], replayed: false },
+      ),
     );
     expect(new Set(res.body.results.map((r: { event_id: string }) => r.event_id)).size).toBe(1000);
     expect([await count('events'), await count('jobs')]).toEqual([1000, 1000]);
@@ -113,7 +121,10 @@ describe('POST /v1/notify/batch, set-based', () => {
     const res = await post([ev('x-0'), ev('c-3', 3), ev('c-1'), ev('c-2', 2), ev('x-1')]);
     expect(res.status).toBe(409);
     expect(res.body.error.message).toBe('events[1].idempotency_key: already used with a different request (and 1 more)');
-    expect(res.body.error.details).toEqual({ field: 'events[1].idempotency_key', fields: ['events[1].idempotency_key', 'events[3].idempotency_key'] });
+    expect(res.body.error.details).toEqual({
+      field: 'events[1].idempotency_key',
+      fields: ['events[1].idempotency_key', 'events[3].idempotency_key'],
+    });
     expect(await rowCounts(db.pool)).toEqual(before);
   });
 

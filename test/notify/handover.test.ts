@@ -234,7 +234,8 @@ describe('claim on dispatch', () => {
   });
 });
 
-const show = async (c: pg.ClientBase) => (await c.query<{ synchronous_commit: string }>('show synchronous_commit')).rows[0]!.synchronous_commit;
+const show = async (c: pg.ClientBase) =>
+  (await c.query<{ synchronous_commit: string }>('show synchronous_commit')).rows[0]!.synchronous_commit;
 
 describe('redoable dispatch', () => {
   it('job ids are version 5 UUIDs of event and endpoint: a redone dispatch makes the same jobs', async () => {
@@ -336,9 +337,7 @@ describe('the same job id again', () => {
       await client.query('select pg_sleep(1)');
       return fanOut(client, evs, ctx, { handover });
     });
-    const r = await db.pool.query<{ ms: number }>(
-      `select extract(epoch from (lease_expires_at - created_at)) * 1000 as ms from jobs`,
-    );
+    const r = await db.pool.query<{ ms: number }>(`select extract(epoch from (lease_expires_at - created_at)) * 1000 as ms from jobs`);
     // created_at is the transaction's start; the 30 s lease began a second later.
     expect(Number(r.rows[0]!.ms)).toBeGreaterThanOrEqual(30_000 + 900);
     release.forEach((f) => f());

@@ -73,7 +73,10 @@ async function run(ks: string[], tag: string): Promise<string[]> {
   const client = await db.pool.connect();
   try {
     await client.query('begin');
-    const ids = await notifyMany(client, ks.map((k) => ({ topic: 'a.b', data: { tag, k }, idempotencyKey: k })));
+    const ids = await notifyMany(
+      client,
+      ks.map((k) => ({ topic: 'a.b', data: { tag, k }, idempotencyKey: k })),
+    );
     await client.query('commit');
     return ids;
   } catch (err) {
@@ -86,7 +89,20 @@ async function run(ks: string[], tag: string): Promise<string[]> {
 
 describe('notifyMany, set-based', () => {
   it('answers ids in input order, each row holding its own event, with what notify() would write', async () => {
-    const datas: unknown[] = ['plain', '{"looks":"like json"}', 'null', 0, 1.5, true, false, null, [], {}, [null, { a: [1, 'x'] }], { s: 'é "q" \\ \n' }];
+    const datas: unknown[] = [
+      'plain',
+      '{"looks":"like json"}',
+      'null',
+      0,
+      1.5,
+      true,
+      false,
+      null,
+      [],
+      {},
+      [null, { a: [1, 'x'] }],
+      { s: 'é "q" \\ \n' },
+    ];
     const events: OutboxEvent[] = Array.from({ length: 1500 }, (_, i) => ({
       topic: `t.n${i % 7}`,
       data: i < datas.length ? datas[i] : { i },
@@ -196,7 +212,9 @@ describe('notifyMany, set-based', () => {
       if (superuser) await c.query(`set local track_functions = 'pl'`);
       await notifyMany(c, [...events, { topic: 'a.b', data: 'x' }]);
       await notifyMany(c, [{ topic: 'a.b', data: 'y' }]);
-      const tracked = await c.query(`select funcname, calls::int from pg_stat_xact_user_functions where funcname like 'acw_notify%' order by 1`);
+      const tracked = await c.query(
+        `select funcname, calls::int from pg_stat_xact_user_functions where funcname like 'acw_notify%' order by 1`,
+      );
       await c.query('commit');
       // Only a superuser may turn tracking on (a DATABASE_URL may not be one): then nothing to check.
       const once = [{ funcname: 'acw_notify_many', calls: 2 }];
@@ -214,7 +232,9 @@ describe('notifyMany, set-based', () => {
     await notifyMany(c, [{ topic: 'a.b', data: 'kept' }]);
     const good = { topic: 'a.b', data: 1 };
     await expect(notifyMany(c, [good, good, { topic: 'a.b', data: { s: 'nul\u0000' } }])).rejects.toThrow(/^events\[2\]\.data: .*NUL/);
-    await expect(notifyMany(c, [good, { topic: 'a.b', data: 1, recipients: ['no spaces'] }])).rejects.toThrow(/^events\[1\]\.recipients\.0: /);
+    await expect(notifyMany(c, [good, { topic: 'a.b', data: 1, recipients: ['no spaces'] }])).rejects.toThrow(
+      /^events\[1\]\.recipients\.0: /,
+    );
     await expect(notifyMany(c, [{ topic: 'a.b', data: 1, idempotencyKey: 'a b' }])).rejects.toThrow(/^events\[0\]\.idempotency_key: /);
     await expect(notifyMany(c, [good, { topic: 'a.b', data: undefined }])).rejects.toThrow(OutboxError);
     await expect(notifyMany(c, [good], { schema: 'x; drop table events' })).rejects.toThrow(/^schema: /);
@@ -223,7 +243,11 @@ describe('notifyMany, set-based', () => {
   });
 
   it('acw_notify_many called from SQL checks topics itself and writes nothing for a bad batch', async () => {
-    const bad = JSON.stringify([{ topic: 'a.b', data: 1 }, { topic: 'a.b', data: 2 }, { topic: 'Not A Topic', data: 3 }]);
+    const bad = JSON.stringify([
+      { topic: 'a.b', data: 1 },
+      { topic: 'a.b', data: 2 },
+      { topic: 'Not A Topic', data: 3 },
+    ]);
     await expect(db.pool.query('select acw_notify_many($1::jsonb)', [bad])).rejects.toMatchObject({
       code: '22023',
       message: expect.stringMatching(/^events\[2\]\.topic: .*'Not A Topic'/),
@@ -256,7 +280,14 @@ describe('notifyMany, set-based', () => {
     const l = await listen('acw_many');
     const lp = await listen('public');
     try {
-      const ids = await notifyMany(c, [{ topic: 'a.b', data: { in: 'schema' }, idempotencyKey: 'same' }, { topic: 'a.c', data: 2 }], { schema: 'acw_many' });
+      const ids = await notifyMany(
+        c,
+        [
+          { topic: 'a.b', data: { in: 'schema' }, idempotencyKey: 'same' },
+          { topic: 'a.c', data: 2 },
+        ],
+        { schema: 'acw_many' },
+      );
       const again = await notifyMany(c, [{ topic: 'a.b', data: 3, idempotencyKey: 'same' }], { schema: 'acw_many' });
       expect(again).toEqual([ids[0]]);
       const { rows } = await db.pool.query('select id, data, principal from acw_many.events order by topic');

@@ -20,7 +20,7 @@ beforeEach(async () => {
 });
 
 describe('outbox notify()', () => {
-  it('notifyMany writes every event in one statement, in order, inside the caller\'s transaction', async () => {
+  it("notifyMany writes every event in one statement, in order, inside the caller's transaction", async () => {
     await c.query('begin');
     const ids = await notifyMany(c, [
       { topic: 'a.one', data: { n: 1 } },
@@ -45,7 +45,7 @@ describe('outbox notify()', () => {
     expect((await db.pool.query('select count(*)::int as n from events')).rows[0].n).toBe(1);
   });
 
-  it('notifyMany: a key used before, or twice in one batch, answers with the first event\'s id', async () => {
+  it("notifyMany: a key used before, or twice in one batch, answers with the first event's id", async () => {
     const before = await notify(c, 'a.b', { n: 0 }, { idempotencyKey: 'old' });
     const ids = await notifyMany(c, [
       { topic: 'a.b', data: 1, idempotencyKey: 'twice' },
@@ -75,7 +75,12 @@ describe('outbox notify()', () => {
     await expect(notify(c, 'a.b', { s: 'half \ud800 a pair' })).rejects.toThrow(/data: .*lone surrogate/);
     expect(await notify(c, 'a.b', { s: 'still usable' })).toMatch(/^[0-9a-f-]{36}$/);
     await c.query('rollback');
-    await expect(notifyMany(c, [{ topic: 'a.b', data: 1 }, { topic: 'x y', data: 1 }])).rejects.toThrow(/events\[1\]\.topic/);
+    await expect(
+      notifyMany(c, [
+        { topic: 'a.b', data: 1 },
+        { topic: 'x y', data: 1 },
+      ]),
+    ).rejects.toThrow(/events\[1\]\.topic/);
     expect((await db.pool.query('select count(*)::int as n from events')).rows[0].n).toBe(0);
   });
 

@@ -68,9 +68,13 @@ interface Statement {
  * The test database's pool behind a wrapper: every statement whose first parameter is an array of
  * job ids is recorded (in the order issued) and passed to `before`, which may hold it or throw.
  */
-function watchedPool(before: (s: Statement, n: number) => Promise<void> | void = () => undefined): { pool: pg.Pool; statements: Statement[] } {
+function watchedPool(before: (s: Statement, n: number) => Promise<void> | void = () => undefined): {
+  pool: pg.Pool;
+  statements: Statement[];
+} {
   const statements: Statement[] = [];
-  const watch = (query: (...a: unknown[]) => Promise<unknown>) =>
+  const watch =
+    (query: (...a: unknown[]) => Promise<unknown>) =>
     async (...args: unknown[]): Promise<unknown> => {
       const cfg = args[0] as { values?: unknown[] } | string;
       const first = typeof cfg === 'object' ? cfg.values?.[0] : undefined;
@@ -214,8 +218,18 @@ describe('Flusher', () => {
     const park = { reason: 'unknown' as const, deadAfterMs: 60_000 };
     const dead: DeadJob[] = [];
     const f = new Flusher({ pool: db.pool, log: captureLogs().log, onDead: async (_c, d) => void dead.push(...d) });
-    f.push(finished({ ...old!, endpointUnknownSince: new Date(Date.now() - 120_000) }, { kind: 'release', delayMs: 1_000, error: 'unknown endpoint', park }));
-    f.push(finished({ ...recent!, endpointUnknownSince: new Date(Date.now() - 1_000) }, { kind: 'release', delayMs: 1_000, error: 'unknown endpoint', park }));
+    f.push(
+      finished(
+        { ...old!, endpointUnknownSince: new Date(Date.now() - 120_000) },
+        { kind: 'release', delayMs: 1_000, error: 'unknown endpoint', park },
+      ),
+    );
+    f.push(
+      finished(
+        { ...recent!, endpointUnknownSince: new Date(Date.now() - 1_000) },
+        { kind: 'release', delayMs: 1_000, error: 'unknown endpoint', park },
+      ),
+    );
     await f.drain();
     expect(dead.map((d) => [d.id, d.reason])).toEqual([[old!.id, 'parked']]);
     const r = await rows([old!.id, recent!.id]);

@@ -67,7 +67,12 @@ const claimed = (j: NewJob): ClaimedJob => ({
 
 describe('Handover accounting', () => {
   it('reserves slots only for the due jobs with ids that the adopter accepts', () => {
-    const adopter = new FakeAdopter(new Map([['a', 1], ['b', 3]]));
+    const adopter = new FakeAdopter(
+      new Map([
+        ['a', 1],
+        ['b', 3],
+      ]),
+    );
     const h = new Handover(adopter);
     const jobs = [job('a1', 'a'), job('a2', 'a'), job('b1', 'b'), job(undefined, 'b'), job('b2', 'b', 5_000), job('b3', 'b')];
     expect(h.hold(jobs)).toEqual({ workerId: 'w-test', leaseMs: 30_000, ids: new Set(['a1', 'b1', 'b3']) });
@@ -85,7 +90,13 @@ describe('Handover accounting', () => {
   });
 
   it('commit() hands the inserted jobs over and gives back each reservation that got no row', async () => {
-    const adopter = new FakeAdopter(new Map([['a', 5], ['b', 5], [null, 5]]));
+    const adopter = new FakeAdopter(
+      new Map([
+        ['a', 5],
+        ['b', 5],
+        [null, 5],
+      ]),
+    );
     const h = new Handover(adopter);
     const jobs = [job('a1', 'a'), job('a2', 'a'), job('a3', 'a'), job('b1', 'b'), job('n1', null)];
     h.hold(jobs);
@@ -116,7 +127,12 @@ describe('Handover accounting', () => {
   });
 
   it('rollback() gives back every reservation, inserted or not, and hands nothing over', async () => {
-    const adopter = new FakeAdopter(new Map([['a', 5], ['b', 5]]));
+    const adopter = new FakeAdopter(
+      new Map([
+        ['a', 5],
+        ['b', 5],
+      ]),
+    );
     const h = new Handover(adopter);
     const jobs = [job('a1', 'a'), job('a2', 'a'), job('b1', 'b')];
     h.hold(jobs);

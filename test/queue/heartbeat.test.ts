@@ -60,7 +60,13 @@ interface Held extends Running {
 }
 
 function hold(jobs: ClaimedJob[]): { running: Map<string, Running>; held: Held[] } {
-  const held = jobs.map((job): Held => ({ job, ctl: new AbortController(), leaseLost: false, shutdownAborted: false, expiresAt: job.leaseExpiresAt }));
+  const held = jobs.map((job): Held => ({
+    job,
+    ctl: new AbortController(),
+    leaseLost: false,
+    shutdownAborted: false,
+    expiresAt: job.leaseExpiresAt,
+  }));
   for (const h of held) h.ctl.signal.addEventListener('abort', () => (h.lostAt = Date.now()));
   return { running: new Map(held.map((h) => [h.job.leaseToken, h])), held };
 }
@@ -163,7 +169,9 @@ describe('Heartbeat', () => {
     await waitFor(() => h.lostAt, 15_000);
     expect(h.leaseLost).toBe(true);
     expect(h.lostAt!).toBeGreaterThanOrEqual(renewed - MARGIN_MS);
-    expect(events('job.lease_lost')).toEqual([expect.objectContaining({ job_id: job!.id, why: 'lease expired while the database was unreachable' })]);
+    expect(events('job.lease_lost')).toEqual([
+      expect.objectContaining({ job_id: job!.id, why: 'lease expired while the database was unreachable' }),
+    ]);
     expect(events('job.heartbeat_error').length).toBeGreaterThan(0);
   });
 

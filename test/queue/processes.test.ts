@@ -33,10 +33,20 @@ describe('worker processes', () => {
     const ws = Array.from({ length: 4 }, () => worker({ CONCURRENCY: '16' }));
     await Promise.all(ws.map((w) => w.waitForLine(/"ready"/)));
     for (let i = 0; i < 5; i++) {
-      await enqueueJobs(db.pool, Array.from({ length: 1_000 }, (_, n) => ({ type: 'test.record', payload: { n: i * 1000 + n }, maxAttempts: 3 })), CH);
+      await enqueueJobs(
+        db.pool,
+        Array.from({ length: 1_000 }, (_, n) => ({ type: 'test.record', payload: { n: i * 1000 + n }, maxAttempts: 3 })),
+        CH,
+      );
     }
-    await waitFor(async () => (await db.pool.query(`select count(*)::int as n from jobs where status = 'completed'`)).rows[0].n === 5_000, 60_000, 100);
-    const runs = await db.pool.query(`select count(*)::int as n, count(distinct job_id)::int as d, count(distinct worker)::int as w from test_runs`);
+    await waitFor(
+      async () => (await db.pool.query(`select count(*)::int as n from jobs where status = 'completed'`)).rows[0].n === 5_000,
+      60_000,
+      100,
+    );
+    const runs = await db.pool.query(
+      `select count(*)::int as n, count(distinct job_id)::int as d, count(distinct worker)::int as w from test_runs`,
+    );
     expect(runs.rows[0]).toEqual({ n: 5_000, d: 5_000, w: 4 });
     const att = await db.pool.query(`select max(attempts)::int as m from jobs`);
     expect(att.rows[0].m).toBe(1);
@@ -55,7 +65,11 @@ describe('worker processes', () => {
     // Nobody renews the lease now: it ends at the expiry the database holds.
     const { expires, status } = (await db.pool.query(`select lease_expires_at as expires, status from jobs where id = $1`, [id])).rows[0];
     expect(status).toBe('running');
-    await waitFor(async () => (await db.pool.query(`select status from jobs where id = $1`, [id])).rows[0].status === 'completed', 30_000, 50);
+    await waitFor(
+      async () => (await db.pool.query(`select status from jobs where id = $1`, [id])).rows[0].status === 'completed',
+      30_000,
+      50,
+    );
     // Picked up again no later than the lease's expiry plus one reaper interval (500 ms) plus a
     // second for the claim; both times are the database's clock.
     const rescued = (await db.pool.query(`select at from test_runs where worker = $1`, [String(b.pid)])).rows[0].at as Date;
@@ -69,7 +83,11 @@ describe('worker processes', () => {
   it('SIGTERM during long jobs: the process exits 0 and leaves no job running', async () => {
     const a = worker({ GRACE_MS: '300' });
     await a.waitForLine(/"ready"/);
-    await enqueueJobs(db.pool, Array.from({ length: 4 }, () => ({ type: 'test.sleep', payload: { ms: 60_000 }, maxAttempts: 3 })), CH);
+    await enqueueJobs(
+      db.pool,
+      Array.from({ length: 4 }, () => ({ type: 'test.sleep', payload: { ms: 60_000 }, maxAttempts: 3 })),
+      CH,
+    );
     await waitFor(async () => (await db.pool.query(`select count(*)::int as n from jobs where status = 'running'`)).rows[0].n === 4);
     expect(await a.stop('SIGTERM')).toBe(0);
     const rows = (await db.pool.query(`select status, attempts from jobs`)).rows;

@@ -25,13 +25,27 @@ describe('SlotBudget', () => {
   });
 
   it('a claim takes at most CLAIM_MAX, each endpoint at most its free slots', () => {
-    const b = new SlotBudget({ workers: 32, deliveries: 2000, caps: () => new Map([['a', 16], ['b', 1000]]) });
+    const b = new SlotBudget({
+      workers: 32,
+      deliveries: 2000,
+      caps: () =>
+        new Map([
+          ['a', 16],
+          ['b', 1000],
+        ]),
+    });
     for (let i = 0; i < 10; i++) b.take('a');
     const plan = b.beginClaim(['stranger']);
     expect(plan.deliveries).toBe(CLAIM_MAX);
     expect(plan.workers).toBe(32);
     expect(plan.total).toBe(CLAIM_MAX);
-    expect(plan.endpoints).toEqual(new Map([['a', 6], ['b', CLAIM_MAX], ['stranger', CLAIM_MAX]]));
+    expect(plan.endpoints).toEqual(
+      new Map([
+        ['a', 6],
+        ['b', CLAIM_MAX],
+        ['stranger', CLAIM_MAX],
+      ]),
+    );
   });
 
   it('a reservation stays off the slots a claim under way may fill', () => {
@@ -43,7 +57,11 @@ describe('SlotBudget', () => {
   });
 
   it('degraded endpoints together hold at most half of the delivery budget', () => {
-    const caps = new Map([['bad1', 8], ['bad2', 8], ['good', 8]]);
+    const caps = new Map([
+      ['bad1', 8],
+      ['bad2', 8],
+      ['good', 8],
+    ]);
     const b = new SlotBudget({ workers: 1, deliveries: 10, caps: () => caps, degraded: (ep) => ep.startsWith('bad') });
     const plan = b.beginClaim([]);
     const offered = (plan.endpoints?.get('bad1') ?? 0) + (plan.endpoints?.get('bad2') ?? 0);

@@ -24,6 +24,9 @@ const job = (n = 0, extra: Partial<{ maxAttempts: number; delayMs: number; endpo
   ...extra,
 });
 
+/** A claim plan of 10 deliveries over these endpoints' slots (and `workers` jobs with no endpoint). */
+const plan = (endpoints: Map<string, number>, workers = 0) => ({ workers, deliveries: 10, total: 10, endpoints });
+
 describe('queue store', () => {
   it('enqueues many in one statement and claims in run_at order with a lease from the database clock', async () => {
     const ids = await enqueueJobs(db.pool, [job(1), job(2), job(3, { delayMs: 60_000 })], CH);
@@ -45,8 +48,14 @@ describe('queue store', () => {
   });
 
   it('gives each job to one claimer when many claim at once', async () => {
-    await enqueueJobs(db.pool, Array.from({ length: 300 }, (_, i) => job(i)), CH);
-    const batches = await Promise.all(Array.from({ length: 6 }, (_, i) => claimJobs(db.pool, { workerId: `w${i}`, limit: 80, leaseMs: 30_000 })));
+    await enqueueJobs(
+      db.pool,
+      Array.from({ length: 300 }, (_, i) => job(i)),
+      CH,
+    );
+    const batches = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => claimJobs(db.pool, { workerId: `w${i}`, limit: 80, leaseMs: 30_000 })),
+    );
     const all = batches.flat().map((j) => j.id);
     expect(all).toHaveLength(300);
     expect(new Set(all).size).toBe(300);
@@ -110,7 +119,11 @@ describe('queue store', () => {
     await enqueueJobs(db.pool, [job(1, { maxAttempts: 5 })], CH);
     const dead: DeadJob[] = [];
     const [a] = await claimJobs(db.pool, { workerId: 'w', limit: 1, leaseMs: 30_000 });
-    await failJobs(db.pool, [{ held: a!, error: '410 gone', dead: true, reason: 'permanent', delayMs: 0 }], async (_c, j) => void dead.push(...j));
+    await failJobs(
+      db.pool,
+      [{ held: a!, error: '410 gone', dead: true, reason: 'permanent', delayMs: 0 }],
+      async (_c, j) => void dead.push(...j),
+    );
     expect(dead.map((d) => [d.id, d.reason])).toEqual([[a!.id, 'permanent']]);
     expect((await db.pool.query('select status, attempts from jobs')).rows[0]).toEqual({ status: 'dead', attempts: 1 });
   });
@@ -156,11 +169,26 @@ describe('queue store', () => {
   });
 
   it('per-endpoint slots: each endpoint gets at most its free slots, a capped one none, and pendingEndpoints finds them all', async () => {
-    await enqueueJobs(db.pool, [...Array.from({ length: 5 }, (_, i) => job(i, { endpoint: 'slow' })), ...Array.from({ length: 5 }, (_, i) => job(10 + i, { endpoint: 'fast' }))], CH);
+    await enqueueJobs(
+      db.pool,
+      [
+        ...Array.from({ length: 5 }, (_, i) => job(i, { endpoint: 'slow' })),
+        ...Array.from({ length: 5 }, (_, i) => job(10 + i, { endpoint: 'fast' })),
+      ],
+      CH,
+    );
     await enqueueJobs(db.pool, [job(99)], CH);
     expect((await pendingEndpoints(db.pool)).toSorted()).toEqual(['fast', 'slow']);
-    const plan = (endpoints: Map<string, number>, workers = 0) => ({ workers, deliveries: 10, total: 10, endpoints });
-    const got = await claimJobs(db.pool, { workerId: 'w', leaseMs: 30_000, plan: plan(new Map([['slow', 2], ['fast', 10]])) });
+    const got = await claimJobs(db.pool, {
+      workerId: 'w',
+      leaseMs: 30_000,
+      plan: plan(
+        new Map([
+          ['slow', 2],
+          ['fast', 10],
+        ]),
+      ),
+    });
     expect(got.filter((j) => j.endpoint === 'slow')).toHaveLength(2);
     expect(got.filter((j) => j.endpoint === 'fast')).toHaveLength(5);
     expect(got.filter((j) => j.endpoint === null)).toHaveLength(0);
@@ -173,15 +201,31 @@ describe('queue store', () => {
   it('fair claims: endpoints take turns, each oldest first, so an old backlog cannot crowd out a newer endpoint', async () => {
     await db.pool.query(`delete from jobs`);
     // 'stuck' has 50 jobs, all older than the 3 of 'fresh'.
-    await enqueueJobs(db.pool, Array.from({ length: 50 }, (_, i) => job(i, { endpoint: 'stuck' })), CH);
+    await enqueueJobs(
+      db.pool,
+      Array.from({ length: 50 }, (_, i) => job(i, { endpoint: 'stuck' })),
+      CH,
+    );
     await db.pool.query(`update jobs set run_at = now() - interval '1 hour' + (payload->>'n')::int * interval '1 second'`);
-    await enqueueJobs(db.pool, Array.from({ length: 3 }, (_, i) => job(100 + i, { endpoint: 'fresh' })), CH);
-    const endpoints = new Map([['stuck', 50], ['fresh', 50]]);
+    await enqueueJobs(
+      db.pool,
+      Array.from({ length: 3 }, (_, i) => job(100 + i, { endpoint: 'fresh' })),
+      CH,
+    );
+    const endpoints = new Map([
+      ['stuck', 50],
+      ['fresh', 50],
+    ]);
     const got = await claimJobs(db.pool, { workerId: 'w', leaseMs: 30_000, plan: { workers: 0, deliveries: 4, total: 4, endpoints } });
     expect(got).toHaveLength(4);
     expect(got.filter((j) => j.endpoint === 'fresh')).toHaveLength(2);
     // The oldest of each endpoint first: stuck's two oldest, fresh's two oldest.
-    expect(got.filter((j) => j.endpoint === 'stuck').map((j) => (j.payload as { n: number }).n).toSorted((a, b) => a - b)).toEqual([0, 1]);
+    expect(
+      got
+        .filter((j) => j.endpoint === 'stuck')
+        .map((j) => (j.payload as { n: number }).n)
+        .toSorted((a, b) => a - b),
+    ).toEqual([0, 1]);
   });
 });
 

@@ -32,9 +32,7 @@ function hits(re: RegExp, text: string): number[] {
 
 describe('one home for job transitions', () => {
   it.each(WRITES)('no file under src/ but the allowed ones contains "%s"', (_name, re, allowed) => {
-    const outside = sources
-      .filter((s) => !allowed.includes(s.path))
-      .flatMap((s) => hits(re, s.text).map((line) => `${s.path}:${line}`));
+    const outside = sources.filter((s) => !allowed.includes(s.path)).flatMap((s) => hits(re, s.text).map((line) => `${s.path}:${line}`));
     expect(outside).toEqual([]);
   });
 

@@ -49,17 +49,20 @@ function startPool(handlers: Record<string, JobHandler>, over: Partial<WorkerPoo
 }
 
 const statuses = async () =>
-  (await db.pool.query<{ status: string; n: number }>('select status, count(*)::int as n from jobs group by 1')).rows.reduce<Record<string, number>>(
-    (a, r) => ({ ...a, [r.status]: r.n }),
-    {},
-  );
+  (await db.pool.query<{ status: string; n: number }>('select status, count(*)::int as n from jobs group by 1')).rows.reduce<
+    Record<string, number>
+  >((a, r) => ({ ...a, [r.status]: r.n }), {});
 
 describe('worker pool', () => {
   it('wakes on NOTIFY the moment work is enqueued and completes it', async () => {
     const seen: string[] = [];
     const { wp } = startPool({ t: async (j) => void seen.push(j.id) });
     await wp.start();
-    const ids = await enqueueJobs(db.pool, Array.from({ length: 50 }, () => ({ type: 't', payload: {}, maxAttempts: 3 })), CH);
+    const ids = await enqueueJobs(
+      db.pool,
+      Array.from({ length: 50 }, () => ({ type: 't', payload: {}, maxAttempts: 3 })),
+      CH,
+    );
     await waitFor(async () => (await statuses()).completed === 50, 5_000);
     expect(seen.toSorted()).toEqual(ids.toSorted());
   });
@@ -256,8 +259,12 @@ describe('worker pool', () => {
     await stopped;
     const rows = (await db.pool.query(`select type, status, attempts from jobs order by type`)).rows;
     // Whole rows, so a failure shows what the quick jobs came to.
-    expect(rows.filter((r) => r.type === 'quick')).toEqual(Array.from({ length: 3 }, () => ({ type: 'quick', status: 'completed', attempts: 1 })));
-    expect(rows.filter((r) => r.type === 'slow')).toEqual(Array.from({ length: 3 }, () => ({ type: 'slow', status: 'pending', attempts: 0 })));
+    expect(rows.filter((r) => r.type === 'quick')).toEqual(
+      Array.from({ length: 3 }, () => ({ type: 'quick', status: 'completed', attempts: 1 })),
+    );
+    expect(rows.filter((r) => r.type === 'slow')).toEqual(
+      Array.from({ length: 3 }, () => ({ type: 'slow', status: 'pending', attempts: 0 })),
+    );
     expect(events('jobs.module.shutdown_timeout')).toHaveLength(1);
   });
 
@@ -330,9 +337,16 @@ describe('worker pool', () => {
   });
 
   it('an endpoint whose cap holds back a claim is claimed again as soon as a slot frees (no wait for the poll)', async () => {
-    const { wp } = startPool({ t: async (_j, { signal }) => sleep(Math.floor(Math.random() * 8), signal) }, { concurrency: 8, endpointLimits: () => new Map([['one', 3]]) });
+    const { wp } = startPool(
+      { t: async (_j, { signal }) => sleep(Math.floor(Math.random() * 8), signal) },
+      { concurrency: 8, endpointLimits: () => new Map([['one', 3]]) },
+    );
     await wp.start();
-    await enqueueJobs(db.pool, Array.from({ length: 300 }, () => ({ type: 't', payload: {}, maxAttempts: 3, endpoint: 'one' })), CH);
+    await enqueueJobs(
+      db.pool,
+      Array.from({ length: 300 }, () => ({ type: 't', payload: {}, maxAttempts: 3, endpoint: 'one' })),
+      CH,
+    );
     // The poll is 60 s: finishing all of them in seconds means every freed slot led to a claim.
     await waitFor(async () => (await statuses()).completed === 300, 15_000);
     expect(await statuses()).toEqual({ completed: 300 });
@@ -345,12 +359,28 @@ describe('worker pool', () => {
           if (j.endpoint === 'hanging') await sleep(60_000, signal).catch(() => undefined);
         },
       },
-      { concurrency: 4, endpointLimits: () => new Map([['hanging', 2], ['fine', 16]]), shutdownGraceMs: 50 },
+      {
+        concurrency: 4,
+        endpointLimits: () =>
+          new Map([
+            ['hanging', 2],
+            ['fine', 16],
+          ]),
+        shutdownGraceMs: 50,
+      },
     );
     await wp.start();
-    await enqueueJobs(db.pool, Array.from({ length: 6 }, () => ({ type: 't', payload: {}, maxAttempts: 3, endpoint: 'hanging' })), CH);
+    await enqueueJobs(
+      db.pool,
+      Array.from({ length: 6 }, () => ({ type: 't', payload: {}, maxAttempts: 3, endpoint: 'hanging' })),
+      CH,
+    );
     await waitFor(async () => (await statuses()).running === 2);
-    await enqueueJobs(db.pool, Array.from({ length: 20 }, () => ({ type: 't', payload: {}, maxAttempts: 3, endpoint: 'fine' })), CH);
+    await enqueueJobs(
+      db.pool,
+      Array.from({ length: 20 }, () => ({ type: 't', payload: {}, maxAttempts: 3, endpoint: 'fine' })),
+      CH,
+    );
     await waitFor(async () => (await statuses()).completed === 20, 5_000);
     expect((await statuses()).running).toBe(2);
   });

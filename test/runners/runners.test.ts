@@ -31,7 +31,18 @@ describe('periodic runners', () => {
     let good = 0;
     let bad = 0;
     const { s, events } = scheduler([
-      { name: 'bad', intervalMs: 20, cluster: false, run: async () => void (bad++, (() => { throw new Error('nope'); })()) },
+      {
+        name: 'bad',
+        intervalMs: 20,
+        cluster: false,
+        run: async () =>
+          void (
+            bad++,
+            (() => {
+              throw new Error('nope');
+            })()
+          ),
+      },
       { name: 'good', intervalMs: 20, cluster: false, run: async () => void good++ },
     ]);
     s.start();
@@ -42,7 +53,12 @@ describe('periodic runners', () => {
 
   it('a runner error quoting a credential is logged with it censored', async () => {
     const { s, events, raw } = scheduler([
-      { name: 'leaky', intervalMs: 60_000, cluster: false, run: async () => Promise.reject(new Error('connect to postgres://acw:runner-pw-1@db:5432/acw failed')) },
+      {
+        name: 'leaky',
+        intervalMs: 60_000,
+        cluster: false,
+        run: async () => Promise.reject(new Error('connect to postgres://acw:runner-pw-1@db:5432/acw failed')),
+      },
     ]);
     s.start();
     const line = await waitFor(() => events('runner.error')[0], 5_000);
@@ -52,7 +68,12 @@ describe('periodic runners', () => {
 
   it('a cluster runner runs once per interval across three replicas', async () => {
     const runs: number[] = [];
-    const mk = (): PeriodicRunner => ({ name: 'cluster_task', intervalMs: 400, cluster: true, run: async () => void runs.push(Date.now()) });
+    const mk = (): PeriodicRunner => ({
+      name: 'cluster_task',
+      intervalMs: 400,
+      cluster: true,
+      run: async () => void runs.push(Date.now()),
+    });
     const all = [scheduler([mk()]), scheduler([mk()]), scheduler([mk()])];
     for (const x of all) x.s.start();
     await waitFor(() => runs.length >= 4, 15_000);

@@ -37,13 +37,17 @@ describe('service', () => {
     expect(ran).toEqual([]);
   });
 
-  it('runs an embedding application\'s own job handlers and periodic runners beside the built-in ones', async () => {
+  it("runs an embedding application's own job handlers and periodic runners beside the built-in ones", async () => {
     const handled: unknown[] = [];
     let ticks = 0;
-    const { svc } = await startTestService(db, {}, {
-      handlers: { 'app.thumbnail': async (job) => void handled.push(job.payload) },
-      runners: [{ name: 'workspace_fetch', intervalMs: 20, cluster: false, run: async () => void ticks++ }],
-    });
+    const { svc } = await startTestService(
+      db,
+      {},
+      {
+        handlers: { 'app.thumbnail': async (job) => void handled.push(job.payload) },
+        runners: [{ name: 'workspace_fetch', intervalMs: 20, cluster: false, run: async () => void ticks++ }],
+      },
+    );
     try {
       const { enqueueJobs } = await import('../../src/queue/transitions.js');
       await enqueueJobs(db.pool, [{ type: 'app.thumbnail', payload: { file: 'a.png' }, maxAttempts: 3 }], svc.channels.jobs);

@@ -4,11 +4,27 @@ import type { AttemptRecord, JobOutcome } from '../../src/queue/types.js';
 import { AdaptiveLimits, congestionSignal } from '../../src/webhook/adaptive-limits.js';
 
 const ep = (over: Partial<Endpoint> = {}): Endpoint => ({
-  name: 'hooks', url: 'http://127.0.0.1:1/', secret: 's', topics: ['*'], timeout: 1_000, connect_timeout: 1_000, max_in_flight: 16,
-  scheme: 'acw', headers: {}, enabled: true, ...over,
+  name: 'hooks',
+  url: 'http://127.0.0.1:1/',
+  secret: 's',
+  topics: ['*'],
+  timeout: 1_000,
+  connect_timeout: 1_000,
+  max_in_flight: 16,
+  scheme: 'acw',
+  headers: {},
+  enabled: true,
+  ...over,
 });
 const attempt = (over: Partial<AttemptRecord> = {}): AttemptRecord => ({
-  attempt: 1, endpoint: 'hooks', statusCode: null, errorKind: null, error: null, durationMs: 1, responseBody: null, ...over,
+  attempt: 1,
+  endpoint: 'hooks',
+  statusCode: null,
+  errorKind: null,
+  error: null,
+  durationMs: 1,
+  responseBody: null,
+  ...over,
 });
 const ok: JobOutcome = { kind: 'complete', attempt: attempt({ statusCode: 200 }) };
 const timeout: JobOutcome = { kind: 'retry', error: 'timeout', attempt: attempt({ errorKind: 'timeout' }) };
@@ -17,8 +33,12 @@ describe('congestionSignal', () => {
   it('counts timeouts, refused connections, 5xx and 429 as failures; 4xx, redirects and aborts as neither', () => {
     expect(congestionSignal(timeout)).toBe('failure');
     expect(congestionSignal({ kind: 'retry', error: 'x', attempt: attempt({ errorKind: 'connect' }) })).toBe('failure');
-    expect(congestionSignal({ kind: 'retry', error: 'x', attempt: attempt({ errorKind: 'http_status', statusCode: 503 }) })).toBe('failure');
-    expect(congestionSignal({ kind: 'retry', error: 'x', attempt: attempt({ errorKind: 'http_status', statusCode: 429 }) })).toBe('failure');
+    expect(congestionSignal({ kind: 'retry', error: 'x', attempt: attempt({ errorKind: 'http_status', statusCode: 503 }) })).toBe(
+      'failure',
+    );
+    expect(congestionSignal({ kind: 'retry', error: 'x', attempt: attempt({ errorKind: 'http_status', statusCode: 429 }) })).toBe(
+      'failure',
+    );
     expect(congestionSignal({ kind: 'permanent', error: 'x', attempt: attempt({ errorKind: 'http_status', statusCode: 404 }) })).toBeNull();
     expect(congestionSignal({ kind: 'permanent', error: 'x', attempt: attempt({ errorKind: 'redirect', statusCode: 302 }) })).toBeNull();
     expect(congestionSignal({ kind: 'retry', error: 'x', attempt: attempt({ errorKind: 'aborted', aborted: true }) })).toBeNull();

@@ -16,11 +16,30 @@ import { startTestService } from '../helpers/service.js';
 const SECRET = 'test-secret-agents';
 
 function endpoint(name: string, url: string, over: Partial<Endpoint> = {}): Endpoint {
-  return { name, url, secret: SECRET, topics: ['*'], timeout: 5_000, connect_timeout: 5_000, max_in_flight: 4, scheme: 'acw', headers: {}, enabled: true, ...over };
+  return {
+    name,
+    url,
+    secret: SECRET,
+    topics: ['*'],
+    timeout: 5_000,
+    connect_timeout: 5_000,
+    max_in_flight: 4,
+    scheme: 'acw',
+    headers: {},
+    enabled: true,
+    ...over,
+  };
 }
 
 const post = (agents: EndpointAgents, ep: Endpoint, signal?: AbortSignal) =>
-  sendWebhook({ agent: agents.agentFor(ep), url: ep.url, headers: { 'content-type': 'application/json' }, body: '{}', timeoutMs: ep.timeout, signal });
+  sendWebhook({
+    agent: agents.agentFor(ep),
+    url: ep.url,
+    headers: { 'content-type': 'application/json' },
+    body: '{}',
+    timeoutMs: ep.timeout,
+    signal,
+  });
 
 /**
  * A local port whose connects never complete: a child process listens with a backlog of 1 and
@@ -198,12 +217,18 @@ describe('the service: two endpoints on one receiver, one of them hanging', () =
       },
     });
     services.push(svc);
-    const send = async (topic: string) => (await notifyNow(svc.db.pool, { topic, data: {} }, 'tester', svc.fanOutContext)).body.job_ids as string[];
+    const send = async (topic: string) =>
+      (await notifyNow(svc.db.pool, { topic, data: {} }, 'tester', svc.fanOutContext)).body.job_ids as string[];
     for (let i = 0; i < HANGING; i++) await send('slow.x');
     await rx.waitForRequests(HANGING, 30_000);
     const fast: string[] = [];
     for (let i = 0; i < 10; i++) fast.push(...(await send('fast.x')));
-    const done = async () => (await db.pool.query(`select count(*)::int as n from jobs where id = any($1) and status <> 'running' and status <> 'pending'`, [fast])).rows[0].n === fast.length;
+    const done = async () =>
+      (
+        await db.pool.query(`select count(*)::int as n from jobs where id = any($1) and status <> 'running' and status <> 'pending'`, [
+          fast,
+        ])
+      ).rows[0].n === fast.length;
     await waitFor(done, 20_000);
     const att = await db.pool.query(`select attempt, error_kind from webhook_attempts where endpoint = 'fast'`);
     expect(att.rows).toEqual(fast.map(() => ({ attempt: 1, error_kind: null })));
@@ -220,15 +245,30 @@ describe('the service: two endpoints on one receiver, one of them hanging', () =
         jobs: { max_attempts: 2 },
         notify: {
           webhook: {
-            endpoints: [{ name: 'nowhere', url: `http://127.0.0.1:${blackhole.port}/hook`, secret: SECRET, topics: ['*'], timeout: '20s', connect_timeout: '300ms' }],
+            endpoints: [
+              {
+                name: 'nowhere',
+                url: `http://127.0.0.1:${blackhole.port}/hook`,
+                secret: SECRET,
+                topics: ['*'],
+                timeout: '20s',
+                connect_timeout: '300ms',
+              },
+            ],
           },
         },
       });
       services.push(svc);
       const [id] = (await notifyNow(svc.db.pool, { topic: 'a.b', data: {} }, 'tester', svc.fanOutContext)).body.job_ids as string[];
       await waitFor(async () => (await db.pool.query(`select status from jobs where id = $1`, [id])).rows[0]?.status === 'dead', 15_000);
-      const att = await db.pool.query(`select attempt, error_kind, error, duration_ms from webhook_attempts where job_id = $1 order by attempt`, [id]);
-      expect(att.rows.map((a) => [a.attempt, a.error_kind])).toEqual([[1, 'timeout'], [2, 'timeout']]);
+      const att = await db.pool.query(
+        `select attempt, error_kind, error, duration_ms from webhook_attempts where job_id = $1 order by attempt`,
+        [id],
+      );
+      expect(att.rows.map((a) => [a.attempt, a.error_kind])).toEqual([
+        [1, 'timeout'],
+        [2, 'timeout'],
+      ]);
       for (const a of att.rows) {
         expect(a.error).toContain('within 300 ms (connect_timeout)');
         expect(a.duration_ms).toBeGreaterThanOrEqual(290);

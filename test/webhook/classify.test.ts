@@ -61,7 +61,10 @@ describe('classifyError', () => {
   });
 
   it('treats a request undici refuses to build as permanent invalid_request', () => {
-    expect(classifyError(new errors.InvalidArgumentError('invalid x-foo header'))).toMatchObject({ kind: 'permanent', errorKind: 'invalid_request' });
+    expect(classifyError(new errors.InvalidArgumentError('invalid x-foo header'))).toMatchObject({
+      kind: 'permanent',
+      errorKind: 'invalid_request',
+    });
   });
 
   it('describes a happy-eyeballs AggregateError by its first inner error', () => {

@@ -43,7 +43,8 @@ const send = (svc: Service, topic: string, data: unknown = { n: 1 }, extra: Reco
   notifyNow(svc.db.pool, { topic, data, ...extra }, 'tester', svc.fanOutContext);
 
 const job = async (id: string) => (await db.pool.query('select * from jobs where id = $1', [id])).rows[0];
-const attempts = async (id: string) => (await db.pool.query('select * from webhook_attempts where job_id = $1 order by attempt', [id])).rows;
+const attempts = async (id: string) =>
+  (await db.pool.query('select * from webhook_attempts where job_id = $1 order by attempt', [id])).rows;
 const waitStatus = (id: string, status: string, ms = 10_000) => waitFor(async () => (await job(id))?.status === status, ms);
 
 describe('signed delivery', () => {
@@ -101,14 +102,18 @@ describe('signed delivery', () => {
 
   it('fans one event out to every matching endpoint, each signed with its own secret', async () => {
     const { svc } = await service({
-      notify: { webhook: { endpoints: [{ name: 'second', url: rx.url + '/second', secret: 'other-secret', topics: ['workspace.sync_failed'] }] } },
+      notify: {
+        webhook: { endpoints: [{ name: 'second', url: rx.url + '/second', secret: 'other-secret', topics: ['workspace.sync_failed'] }] },
+      },
     });
     const ans = await send(svc, 'workspace.sync_failed');
     expect(ans.body.job_ids).toHaveLength(2);
     await Promise.all(ans.body.job_ids.map((id) => waitStatus(id, 'completed')));
     const byPath = new Map(rx.requests.map((r) => [r.url, r]));
     expect(verifyWebhook({ secret: SECRET, headers: byPath.get('/hook')!.headers, body: byPath.get('/hook')!.body })).toBe(true);
-    expect(verifyWebhook({ secret: 'other-secret', headers: byPath.get('/second')!.headers, body: byPath.get('/second')!.body })).toBe(true);
+    expect(verifyWebhook({ secret: 'other-secret', headers: byPath.get('/second')!.headers, body: byPath.get('/second')!.body })).toBe(
+      true,
+    );
     expect(byPath.get('/hook')!.body.equals(byPath.get('/second')!.body)).toBe(true);
   });
 });
@@ -130,8 +135,13 @@ describe('status policy', () => {
       expect(rx.requests).toHaveLength(1);
       const audit = (await db.pool.query(`select id, action, target_id, details from audit_log`)).rows;
       expect(audit).toHaveLength(1);
-      expect(audit[0]).toMatchObject({ action: 'webhook.dead_letter', target_id: id, details: { endpoint: 'default', topic: 'a.b', reason: 'permanent' } });
-      const notes = (await db.pool.query(`select u.name, n.topic, n.data from notifications n join users u on u.id = n.user_id order by 1`)).rows;
+      expect(audit[0]).toMatchObject({
+        action: 'webhook.dead_letter',
+        target_id: id,
+        details: { endpoint: 'default', topic: 'a.b', reason: 'permanent' },
+      });
+      const notes = (await db.pool.query(`select u.name, n.topic, n.data from notifications n join users u on u.id = n.user_id order by 1`))
+        .rows;
       expect(notes.map((n) => [n.name, n.topic])).toEqual([
         ['alice', 'webhook.dead_letter'],
         ['bob', 'webhook.dead_letter'],
@@ -201,7 +211,11 @@ describe('status policy', () => {
     expect(events('job.fail_retry')).toHaveLength(5);
     expect((await db.pool.query(`select count(*)::int as n from jobs where status = 'dead'`)).rows[0].n).toBe(1);
     expect((await attempts(id)).map((a) => a.error_kind)).toEqual(Array(6).fill('connect'));
-    const notes = (await db.pool.query(`select u.name from notifications n join users u on u.id = n.user_id where n.topic = 'webhook.dead_letter' order by 1`)).rows;
+    const notes = (
+      await db.pool.query(
+        `select u.name from notifications n join users u on u.id = n.user_id where n.topic = 'webhook.dead_letter' order by 1`,
+      )
+    ).rows;
     expect(notes.map((n) => n.name)).toEqual(['alice', 'bob']);
   });
 });
@@ -212,7 +226,8 @@ describe('dispatch rules', () => {
     const ans = await send(svc, 'workspace.sync_failed', { x: 1 }, { recipients: ['alice', 'carol'] });
     expect(ans.body).toMatchObject({ job_ids: [], skipped: 'webhooks_disabled' });
     expect((await db.pool.query(`select count(*)::int as n from jobs where type = 'webhook.deliver'`)).rows[0].n).toBe(0);
-    const notes = (await db.pool.query(`select u.name, n.topic, n.data from notifications n join users u on u.id = n.user_id order by 1`)).rows;
+    const notes = (await db.pool.query(`select u.name, n.topic, n.data from notifications n join users u on u.id = n.user_id order by 1`))
+      .rows;
     expect(notes).toEqual([
       { name: 'alice', topic: 'workspace.sync_failed', data: { x: 1 } },
       { name: 'carol', topic: 'workspace.sync_failed', data: { x: 1 } },
@@ -229,8 +244,14 @@ describe('dispatch rules', () => {
 
   it('an unknown recipient is refused and nothing is written', async () => {
     const { svc } = await service();
-    await expect(send(svc, 'a.b', {}, { recipients: ['alice', 'mallory'] })).rejects.toMatchObject({ status: 400, details: { names: ['mallory'] } });
-    expect((await db.pool.query(`select (select count(*) from events)::int as e, (select count(*) from jobs)::int as j`)).rows[0]).toEqual({ e: 0, j: 0 });
+    await expect(send(svc, 'a.b', {}, { recipients: ['alice', 'mallory'] })).rejects.toMatchObject({
+      status: 400,
+      details: { names: ['mallory'] },
+    });
+    expect((await db.pool.query(`select (select count(*) from events)::int as e, (select count(*) from jobs)::int as j`)).rows[0]).toEqual({
+      e: 0,
+      j: 0,
+    });
   });
 
   it('two concurrent notifies with one idempotency key make one event; a different body with the key is a conflict', async () => {
@@ -252,7 +273,10 @@ describe('dispatch rules', () => {
     await waitFor(async () => (await job(id)).attempts >= 1 && (await job(id)).status === 'pending');
     await first.svc.stop();
     // Redeployed without the endpoint (a rolling deploy): the job is kept, its attempts untouched.
-    const { svc, events } = await startTestService(db, { notify: { webhook: { url: '' } }, jobs: { retry: { base: '50ms', max: '100ms', jitter: 0 } } });
+    const { svc, events } = await startTestService(db, {
+      notify: { webhook: { url: '' } },
+      jobs: { retry: { base: '50ms', max: '100ms', jitter: 0 } },
+    });
     services.push(svc);
     const before = (await job(id)).attempts;
     await db.pool.query(`update jobs set run_at = now() where id = $1`, [id]);
@@ -276,7 +300,10 @@ describe('dispatch rules', () => {
     await waitFor(async () => (await job(id)).attempts >= 1 && (await job(id)).status === 'pending');
     await first.svc.stop();
     // The operator pauses webhooks and redeploys.
-    const paused = await service({ notify: { webhook: { enabled: false } }, jobs: { poll_interval: '20ms', retry: { base: '50ms', max: '400ms', jitter: 0 } } });
+    const paused = await service({
+      notify: { webhook: { enabled: false } },
+      jobs: { poll_interval: '20ms', retry: { base: '50ms', max: '400ms', jitter: 0 } },
+    });
     await db.pool.query(`update jobs set run_at = now() where id = $1`, [id]);
     const skips = await waitFor(() => {
       const s = paused.events('webhook.skipped').filter((l) => l.job_id === id);
@@ -297,7 +324,10 @@ describe('dispatch rules', () => {
     // Paused for two days, then the endpoint is dropped from the config: the 24 h rule counts time
     // unknown only, so the job is parked now, not sent to dead.
     await db.pool.query(`update jobs set skipped_since = now() - interval '2 days', run_at = now() where id = $1`, [id]);
-    const dropped = await service({ notify: { webhook: { url: '' } }, jobs: { poll_interval: '20ms', retry: { base: '50ms', max: '400ms', jitter: 0 } } });
+    const dropped = await service({
+      notify: { webhook: { url: '' } },
+      jobs: { poll_interval: '20ms', retry: { base: '50ms', max: '400ms', jitter: 0 } },
+    });
     await waitFor(() => dropped.events('webhook.skipped').some((l) => l.job_id === id && l.reason === 'endpoint_unknown'));
     await dropped.svc.stop();
     expect(await job(id)).toMatchObject({ status: 'pending', attempts: 1 });
@@ -340,10 +370,16 @@ describe('outbox', () => {
       await c.query('begin');
       const id = await notify(c, 'a.b', { tx: 'committed' }, { recipients: ['alice'] });
       await c.query('commit');
-      await waitFor(async () => (await db.pool.query(`select status from jobs where event_id = $1`, [id])).rows[0]?.status === 'completed', 5_000);
+      await waitFor(
+        async () => (await db.pool.query(`select status from jobs where event_id = $1`, [id])).rows[0]?.status === 'completed',
+        5_000,
+      );
       // A later event, delivered: the dispatcher has been past the rolled-back one's place since.
       const later = await notify(c, 'a.b', { tx: 'later' });
-      await waitFor(async () => (await db.pool.query(`select status from jobs where event_id = $1`, [later])).rows[0]?.status === 'completed', 5_000);
+      await waitFor(
+        async () => (await db.pool.query(`select status from jobs where event_id = $1`, [later])).rows[0]?.status === 'completed',
+        5_000,
+      );
       expect(rx.requests.map((r) => JSON.parse(r.body.toString()).data.tx)).toEqual(['committed', 'later']);
       expect((await db.pool.query(`select count(*)::int as n from events`)).rows[0].n).toBe(2);
       expect((await db.pool.query(`select count(*)::int as n from notifications`)).rows[0].n).toBe(1);

@@ -9,7 +9,9 @@ import { startReceiver, type Receiver } from '../helpers/receiver.js';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A server whose handler writes the response itself, piece by piece. */
-async function startWriter(write: (res: ServerResponse) => Promise<void>): Promise<{ url: string; server: Server; open: Set<ServerResponse> }> {
+async function startWriter(
+  write: (res: ServerResponse) => Promise<void>,
+): Promise<{ url: string; server: Server; open: Set<ServerResponse> }> {
   const open = new Set<ServerResponse>();
   const server = createServer((req, res) => {
     req.resume();
@@ -31,7 +33,14 @@ async function stop(s: { server: Server; open: Set<ServerResponse> }): Promise<v
 }
 
 const post = (agent: ReturnType<typeof createDeliveryAgent>, url: string, over: { timeoutMs?: number; signal?: AbortSignal } = {}) =>
-  sendWebhook({ agent, url, headers: { 'content-type': 'application/json' }, body: '{}', timeoutMs: over.timeoutMs ?? 5_000, signal: over.signal });
+  sendWebhook({
+    agent,
+    url,
+    headers: { 'content-type': 'application/json' },
+    body: '{}',
+    timeoutMs: over.timeoutMs ?? 5_000,
+    signal: over.signal,
+  });
 
 describe('sendWebhook reading a response body in pieces', () => {
   let agent: ReturnType<typeof createDeliveryAgent>;

@@ -16,7 +16,14 @@ afterEach(async () => {
 });
 
 function send(via: Dispatcher = agent, extra: { timeoutMs?: number; signal?: AbortSignal; url?: string } = {}) {
-  return sendWebhook({ agent: via, url: extra.url ?? HOOK_URL, headers: HEADERS, body: '{"a":1}', timeoutMs: extra.timeoutMs ?? 2_000, signal: extra.signal });
+  return sendWebhook({
+    agent: via,
+    url: extra.url ?? HOOK_URL,
+    headers: HEADERS,
+    body: '{"a":1}',
+    timeoutMs: extra.timeoutMs ?? 2_000,
+    signal: extra.signal,
+  });
 }
 
 function reply(status: number, body = '', headers: Record<string, string> = {}): void {
@@ -122,7 +129,13 @@ describe('sendWebhook over a real socket', () => {
     // MockAgent skips undici's header validation, so this needs the real agent.
     const real = createDeliveryAgent();
     try {
-      const res = await sendWebhook({ agent: real, url: 'http://127.0.0.1:1/hook', headers: { 'x-bad': 'a\r\nb' }, body: '{}', timeoutMs: 1_000 });
+      const res = await sendWebhook({
+        agent: real,
+        url: 'http://127.0.0.1:1/hook',
+        headers: { 'x-bad': 'a\r\nb' },
+        body: '{}',
+        timeoutMs: 1_000,
+      });
       expect(res.outcome).toMatchObject({ kind: 'permanent', errorKind: 'invalid_request' });
     } finally {
       await real.close();

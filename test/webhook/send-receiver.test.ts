@@ -69,7 +69,9 @@ describe('sendWebhook against a real receiver', () => {
   });
 
   it('does not follow a 302: the receiver sees exactly one request', async () => {
-    receiver.setResponder((req) => (req.url === '/hook' ? { status: 302, headers: { location: `${receiver.url}/moved` } } : { status: 200 }));
+    receiver.setResponder((req) =>
+      req.url === '/hook' ? { status: 302, headers: { location: `${receiver.url}/moved` } } : { status: 200 },
+    );
     const res = await send();
     expect(res.outcome).toMatchObject({ kind: 'permanent', status: 302, errorKind: 'redirect' });
     // No sleep needed: a followed redirect is sent, and recorded here, before send() could resolve.

@@ -17,7 +17,9 @@ describe('signAcw', () => {
 
   it('signs the utf8 bytes of non-ASCII bodies', () => {
     const body = '{"name":"Zoë ✓"}';
-    const hex = createHmac('sha256', SECRET).update(Buffer.from(`1.${body}`, 'utf8')).digest('hex');
+    const hex = createHmac('sha256', SECRET)
+      .update(Buffer.from(`1.${body}`, 'utf8'))
+      .digest('hex');
     expect(signAcw(SECRET, 1, body)).toBe(`sha256=${hex}`);
   });
 

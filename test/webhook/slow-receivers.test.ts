@@ -6,7 +6,7 @@ import { WEBHOOK_JOB, buildBody, type DeliverPayload } from '../../src/webhook/j
 import { call, makeUser, startApi } from '../helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
-import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { startReceiver } from '../helpers/receiver.js';
 import { startTestService } from '../helpers/service.js';
 
 let db: TestDatabase;
@@ -18,9 +18,27 @@ afterAll(async () => {
 });
 
 const SECRET = 'slow-receivers-secret';
-const endpoint = (name: string, url: string, topics: string[], over: Record<string, unknown> = {}) => ({ name, url, secret: SECRET, topics, ...over });
+const endpoint = (name: string, url: string, topics: string[], over: Record<string, unknown> = {}) => ({
+  name,
+  url,
+  secret: SECRET,
+  topics,
+  ...over,
+});
 /** The shipped defaults for what these tests are about (the test helper shrinks some of them). */
 const DEFAULT_JOBS = { workers: 32 };
+
+/** `n` webhook jobs of one endpoint, as the fan-out would insert them. */
+const deliveries = (name: string, topic: string, n: number) =>
+  Array.from({ length: n }, (_, i) => ({
+    type: WEBHOOK_JOB,
+    payload: {
+      topic,
+      body: buildBody({ id: crypto.randomUUID(), topic, occurredAt: new Date(), data: { i } }),
+    } satisfies DeliverPayload,
+    maxAttempts: 3,
+    endpoint: name,
+  }));
 
 function percentile(values: number[], p: number): number {
   const s = values.toSorted((a, b) => a - b);
@@ -28,7 +46,7 @@ function percentile(values: number[], p: number): number {
 }
 
 describe('slow receivers do not hold back healthy ones', () => {
-  it('isolation, default config: two hanging endpoints (one on the healthy one\'s origin) do not delay its deliveries', async () => {
+  it("isolation, default config: two hanging endpoints (one on the healthy one's origin) do not delay its deliveries", async () => {
     const hang1 = await startReceiver(() => ({ status: 200, delayMs: 8_000 }));
     // The healthy endpoint shares this receiver's origin with the second hanging endpoint.
     const shared = await startReceiver((req) => (req.url === '/hang' ? { status: 200, delayMs: 8_000 } : { status: 200 }));
@@ -105,11 +123,17 @@ describe('slow receivers do not hold back healthy ones', () => {
     try {
       await rx.waitForRequests(jobs, 60_000);
       const seconds = (Date.now() - started) / 1000;
-      console.log(`slow receivers: ${jobs} deliveries to 20 endpoints answering in 100 ms: ${Math.round(jobs / seconds)}/s, peak ${peak} in flight`);
+      console.log(
+        `slow receivers: ${jobs} deliveries to 20 endpoints answering in 100 ms: ${Math.round(jobs / seconds)}/s, peak ${peak} in flight`,
+      );
       // jobs.workers (32) no longer bounds deliveries: 20 endpoints x max_in_flight 16 may be in flight.
       expect(peak).toBeGreaterThan(32);
       const completed = async () =>
-        (await db.pool.query<{ n: number }>(`select count(*)::int as n from jobs where status = 'completed' and endpoint = any($1)`, [names])).rows[0]!.n;
+        (
+          await db.pool.query<{ n: number }>(`select count(*)::int as n from jobs where status = 'completed' and endpoint = any($1)`, [
+            names,
+          ])
+        ).rows[0]!.n;
       await waitFor(async () => (await completed()) === jobs, 15_000);
     } finally {
       await running.svc.stop();
@@ -123,18 +147,14 @@ describe('slow receivers do not hold back healthy ones', () => {
       await new Promise((r) => setTimeout(r, 100));
       return { status: 200 };
     });
-    const eps = [endpoint('backlog', `${rx.url}/backlog`, ['big.x'], { max_in_flight: 20 }), endpoint('fresh', `${rx.url}/fresh`, ['small.x'], { max_in_flight: 20 })];
-    const mk = (name: string, topic: string, n: number) =>
-      Array.from({ length: n }, (_, i) => ({
-        type: WEBHOOK_JOB,
-        payload: { topic, body: buildBody({ id: crypto.randomUUID(), topic, occurredAt: new Date(), data: { i } }) } satisfies DeliverPayload,
-        maxAttempts: 3,
-        endpoint: name,
-      }));
-    await enqueueJobs(db.pool, mk('backlog', 'big.x', 5_000), 'public.acw_jobs');
+    const eps = [
+      endpoint('backlog', `${rx.url}/backlog`, ['big.x'], { max_in_flight: 20 }),
+      endpoint('fresh', `${rx.url}/fresh`, ['small.x'], { max_in_flight: 20 }),
+    ];
+    await enqueueJobs(db.pool, deliveries('backlog', 'big.x', 5_000), 'public.acw_jobs');
     // The backlog is older than the new jobs: oldest-first would hand every slot to it.
     await db.pool.query(`update jobs set run_at = now() - interval '1 hour'`);
-    await enqueueJobs(db.pool, mk('fresh', 'small.x', 10), 'public.acw_jobs');
+    await enqueueJobs(db.pool, deliveries('fresh', 'small.x', 10), 'public.acw_jobs');
     // A budget of 20 deliveries: not enough for both endpoints' caps, so the claim order decides.
     const { svc } = await startTestService(db, { jobs: DEFAULT_JOBS, notify: { webhook: { max_in_flight_total: 20, endpoints: eps } } });
     try {
@@ -160,7 +180,10 @@ describe('slow receivers do not hold back healthy ones', () => {
       await svc.enqueue(
         Array.from({ length: 300 }, (_, i) => ({
           type: WEBHOOK_JOB,
-          payload: { topic: 'flaky.x', body: buildBody({ id: crypto.randomUUID(), topic: 'flaky.x', occurredAt: new Date(), data: { i } }) },
+          payload: {
+            topic: 'flaky.x',
+            body: buildBody({ id: crypto.randomUUID(), topic: 'flaky.x', occurredAt: new Date(), data: { i } }),
+          },
           maxAttempts: 100,
           endpoint: 'flaky',
         })),

@@ -36,7 +36,8 @@ async function admin<T>(
 
 function positiveInt(v: string, name: string): number {
   const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) throw new ExitError(EXIT.usage, `${name}: expected a positive whole number, got ${JSON.stringify(v)}`);
+  if (!Number.isInteger(n) || n <= 0)
+    throw new ExitError(EXIT.usage, `${name}: expected a positive whole number, got ${JSON.stringify(v)}`);
   return n;
 }
 
@@ -52,13 +53,22 @@ export function registerJobs(program: Command): void {
     .option('--event-id <uuid>', 'event id')
     .option('--limit <n>', 'at most this many', '50')
     .option('-c, --config <file>', 'config file')
-    .action(async (o: GlobalOptions & { status?: string; type?: string; topic?: string; endpoint?: string; eventId?: string; limit: string }) => {
-      const limit = positiveInt(o.limit, '--limit');
-      await admin(o, async ({ pool }) => {
-        const page = await listJobs(pool, { status: o.status, type: o.type, topic: o.topic, endpoint: o.endpoint, event_id: o.eventId, limit });
-        for (const j of page.items) if (!printJson(j)) break;
-      });
-    });
+    .action(
+      async (o: GlobalOptions & { status?: string; type?: string; topic?: string; endpoint?: string; eventId?: string; limit: string }) => {
+        const limit = positiveInt(o.limit, '--limit');
+        await admin(o, async ({ pool }) => {
+          const page = await listJobs(pool, {
+            status: o.status,
+            type: o.type,
+            topic: o.topic,
+            endpoint: o.endpoint,
+            event_id: o.eventId,
+            limit,
+          });
+          for (const j of page.items) if (!printJson(j)) break;
+        });
+      },
+    );
   jobs
     .command('show')
     .description('one job with its delivery attempts')
@@ -97,7 +107,8 @@ export function registerJobs(program: Command): void {
     .option('--dry-run', 'count only; change nothing')
     .option('-c, --config <file>', 'config file')
     .action(async (o: GlobalOptions & { status?: string; since?: string; topic?: string; endpoint?: string; dryRun?: boolean }) => {
-      if (o.status !== undefined && o.status !== 'dead') throw new ExitError(EXIT.usage, `--status: only "dead" jobs can be redriven, got ${JSON.stringify(o.status)}`);
+      if (o.status !== undefined && o.status !== 'dead')
+        throw new ExitError(EXIT.usage, `--status: only "dead" jobs can be redriven, got ${JSON.stringify(o.status)}`);
       let since: Date | undefined;
       if (o.since !== undefined) {
         try {
@@ -154,11 +165,15 @@ export function registerAlerts(program: Command): void {
     .description('dead-letter alerts as JSON lines: the newest ones, or --follow to print the last 10 and keep listening (like tail -f)')
     .option('--follow', 'print the last alerts (10, or --limit), then each new one as it happens, until interrupted')
     .option('--since <id>', 'start after this alert id instead (replays every alert after it, with or without --follow)')
-    .option('--limit <n>', `how many past alerts: without --follow the newest ${LIST_DEFAULT} (or the first after --since; max 1000), with --follow the last ${TAIL_DEFAULT}`)
+    .option(
+      '--limit <n>',
+      `how many past alerts: without --follow the newest ${LIST_DEFAULT} (or the first after --since; max 1000), with --follow the last ${TAIL_DEFAULT}`,
+    )
     .option('-c, --config <file>', 'config file')
     .action(async (o: GlobalOptions & { follow?: boolean; since?: string; limit?: string }) => {
       const since = o.since === undefined ? undefined : Number(o.since);
-      if (since !== undefined && (!Number.isInteger(since) || since < 0)) throw new ExitError(EXIT.usage, `--since: expected an alert id, got ${JSON.stringify(o.since)}`);
+      if (since !== undefined && (!Number.isInteger(since) || since < 0))
+        throw new ExitError(EXIT.usage, `--since: expected an alert id, got ${JSON.stringify(o.since)}`);
       const limit = o.limit === undefined ? undefined : positiveInt(o.limit, '--limit');
       if (limit !== undefined && limit > 1000) throw new ExitError(EXIT.usage, `--limit: at most 1000, got ${limit}`);
       await admin(o, async ({ pool, url, alertsChannel, log }) => {

@@ -33,7 +33,14 @@ export function registerNotify(program: Command): void {
       const parsed = notifyInput.safeParse({
         topic,
         data,
-        ...(o.recipients ? { recipients: o.recipients.split(',').map((s) => s.trim()).filter(Boolean) } : {}),
+        ...(o.recipients
+          ? {
+              recipients: o.recipients
+                .split(',')
+                .map((s) => s.trim())
+                .filter(Boolean),
+            }
+          : {}),
         ...(o.idempotencyKey ? { idempotency_key: o.idempotencyKey } : {}),
       });
       if (!parsed.success) {

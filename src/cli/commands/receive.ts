@@ -32,7 +32,8 @@ function signatureHeaders(req: IncomingMessage): { scheme: 'acw' | 'standard'; g
   const raw = req.rawHeaders;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i] as string;
-    if (wanted.some((w) => w.toLowerCase() === name.toLowerCase())) got[name] = got[name] === undefined ? (raw[i + 1] as string) : `${got[name]}, ${raw[i + 1]}`;
+    if (wanted.some((w) => w.toLowerCase() === name.toLowerCase()))
+      got[name] = got[name] === undefined ? (raw[i + 1] as string) : `${got[name]}, ${raw[i + 1]}`;
   }
   return { scheme, got, missing: SIGNATURE_HEADERS[scheme].filter((n) => !has(n)) };
 }
@@ -113,7 +114,8 @@ export function registerReceive(program: Command): void {
         throw new ExitError(EXIT.usage, `--listen: ${(err as Error).message}`);
       }
       const status = Number(o.status);
-      if (!Number.isInteger(status) || status < 100 || status > 599) throw new ExitError(EXIT.usage, `--status: expected an HTTP status, got ${o.status}`);
+      if (!Number.isInteger(status) || status < 100 || status > 599)
+        throw new ExitError(EXIT.usage, `--status: expected an HTTP status, got ${o.status}`);
       const dir = o.save;
       if (dir !== undefined) {
         try {

@@ -26,8 +26,10 @@ export function registerVerify(program: Command): void {
     .option('-c, --config <file>', 'config file (unused; accepted like every command)')
     .action(async (o: VerifyOptions) => {
       const tolerance = Number(o.tolerance);
-      if (!Number.isFinite(tolerance) || tolerance < 0) throw new ExitError(EXIT.usage, `--tolerance: expected seconds, got ${JSON.stringify(o.tolerance)}`);
-      if (o.scheme !== 'acw' && o.scheme !== 'standard') throw new ExitError(EXIT.usage, `--scheme: expected acw or standard, got ${JSON.stringify(o.scheme)}`);
+      if (!Number.isFinite(tolerance) || tolerance < 0)
+        throw new ExitError(EXIT.usage, `--tolerance: expected seconds, got ${JSON.stringify(o.tolerance)}`);
+      if (o.scheme !== 'acw' && o.scheme !== 'standard')
+        throw new ExitError(EXIT.usage, `--scheme: expected acw or standard, got ${JSON.stringify(o.scheme)}`);
       const body = await readArg(o.body);
       const id = o.id ?? '00000000-0000-0000-0000-000000000000';
       const headers =

@@ -8,7 +8,10 @@ const READY_TIMEOUT_MS = 2_000;
 async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms)))]);
+    return await Promise.race([
+      p,
+      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms))),
+    ]);
   } finally {
     clearTimeout(timer);
   }
@@ -18,7 +21,8 @@ async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<
 export async function notReadyReason(svc: Service): Promise<{ reason: string; pending?: string[]; unknown?: number[] } | null> {
   try {
     const status = await withTimeout(migrationStatus(svc.db.pool, svc.config.database.schema), READY_TIMEOUT_MS, 'database check');
-    if (status.unknown.length > 0) return { reason: `database has migrations this code does not know: ${status.unknown.join(', ')}`, unknown: status.unknown };
+    if (status.unknown.length > 0)
+      return { reason: `database has migrations this code does not know: ${status.unknown.join(', ')}`, unknown: status.unknown };
     if (status.pending.length > 0) return { reason: `migrations pending: ${status.pending.join(', ')}`, pending: status.pending };
     return null;
   } catch (err) {
@@ -30,7 +34,9 @@ export async function notReadyReason(svc: Service): Promise<{ reason: string; pe
       lastLogged = now;
       svc.log.warn({ event: 'db.unreachable', err: e.message }, 'readiness check: database unreachable');
     }
-    return { reason: typeof code === 'string' && /^[A-Z0-9_]{1,32}$/.test(code) ? `database unreachable (${code})` : 'database unreachable' };
+    return {
+      reason: typeof code === 'string' && /^[A-Z0-9_]{1,32}$/.test(code) ? `database unreachable (${code})` : 'database unreachable',
+    };
   }
 }
 

@@ -1,0 +1,59 @@
+import type { ClaimPlan } from './slots.js';
+import type { AttemptRecord, ClaimedJob, DeadReason, Held } from './types.js';
+
+/** What the transitions of transitions.ts take and answer (kept apart so that module stays the statements). */
+
+export interface ClaimOptions {
+  workerId: string;
+  leaseMs: number;
+  types?: readonly string[];
+  /** Without a plan: any due job, oldest first, at most this many. */
+  limit?: number;
+  /**
+   * What a worker pool may take (SlotBudget.beginClaim). With per-endpoint slots, only those
+   * endpoints are read (an endpoint at 0 is skipped without reading its backlog), round-robin.
+   */
+  plan?: ClaimPlan;
+}
+
+/** Jobs inserted already claimed by this process (claim on dispatch): its worker id and lease length. */
+export interface HoldOptions {
+  workerId: string;
+  leaseMs: number;
+  /** Ids (set on the NewJob) of the jobs to insert as `running`; the rest go in as `pending`. */
+  ids: ReadonlySet<string>;
+}
+
+export interface InsertedJobs {
+  ids: string[];
+  /** The jobs inserted as `running` under `hold`, as if claimed: attempt 1 spent, lease issued. */
+  held: ClaimedJob[];
+}
+
+export interface FailItem {
+  held: Held;
+  error: string;
+  /** Dead now, whatever attempts remain. */
+  dead: boolean;
+  reason: DeadReason;
+  delayMs: number;
+  attempt?: AttemptRecord | undefined;
+}
+
+export interface FailResult {
+  /** Jobs whose lease still held: each with its new status. */
+  changed: Map<string, { status: 'pending' | 'dead'; runAt: Date }>;
+}
+
+export interface ReleaseItem {
+  held: Held;
+  delayMs: number;
+  error?: string | null;
+  /**
+   * Why the endpoint could not be used: `unknown` starts the 24 h clock (`parked_since`) unless it
+   * runs, `disabled` stops it; both start `skipped_since` unless it runs. Without it (a hand-back
+   * at shutdown, a lost lease) both stay as they are.
+   */
+  park?: 'unknown' | 'disabled';
+  attempt?: AttemptRecord | undefined;
+}
