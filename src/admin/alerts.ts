@@ -1,3 +1,4 @@
+import { DoublingDelay, Wakeup } from '../delay.js';
 import { coerceError } from '../errors.js';
 import { Listener } from '../db/listener.js';
 import type { Queryable } from '../db/pool.js';
@@ -90,43 +91,29 @@ async function startingPoint(db: Queryable, backlog: number): Promise<number> {
 
 /** The follow loop, with wake-ups from any source (one Listener per follower, or one shared by many). */
 export async function pumpAlerts(o: PumpOptions): Promise<void> {
-  let dirty = true;
-  let wakeUp: (() => void) | null = null;
-  const wake = (): void => {
-    dirty = true;
-    wakeUp?.();
-  };
-  const unsubscribe = o.subscribe(wake);
-  const onAbort = (): void => wakeUp?.();
+  // Pending from the start: the first read happens at once.
+  const wakeup = new Wakeup({ pending: true });
+  const unsubscribe = o.subscribe(() => wakeup.wake());
+  const onAbort = (): void => wakeup.wake();
   o.signal.addEventListener('abort', onAbort);
-  let errorDelay = 100;
+  const onError = new DoublingDelay(100, 5_000);
   try {
     // Subscribed first, then the starting point read: an alert committed in between is still seen.
     let cursor = o.sinceId ?? (await startingPoint(o.pool, o.backlog ?? 0));
     while (!o.signal.aborted) {
-      if (!dirty) {
-        await new Promise<void>((resolve) => {
-          const t = setTimeout(resolve, o.pollMs ?? 5_000);
-          wakeUp = () => {
-            clearTimeout(t);
-            resolve();
-          };
-        });
-        wakeUp = null;
-      }
       // Woken, or the poll came round: read either way.
-      dirty = false;
+      await wakeup.wait(o.pollMs ?? 5_000);
+      if (o.signal.aborted) return;
       let batch: AlertView[];
       try {
         if (o.stillAllowed && !(await o.stillAllowed())) return;
         batch = await readAlerts(o.pool, { sinceId: cursor, limit: 500 });
-        errorDelay = 100;
+        onError.reset();
       } catch (err) {
         if (o.signal.aborted) return;
         o.log?.warn({ event: 'alerts.read_error', err: coerceError(err).message }, 'reading alerts failed; retrying');
-        dirty = true;
-        await new Promise((r) => setTimeout(r, errorDelay));
-        errorDelay = Math.min(errorDelay * 2, 5_000);
+        await new Promise((r) => setTimeout(r, onError.next()));
+        wakeup.wake();
         continue;
       }
       for (const a of batch) {
@@ -135,7 +122,7 @@ export async function pumpAlerts(o: PumpOptions): Promise<void> {
         cursor = a.id;
       }
       // A full batch: there may be more.
-      if (batch.length === 500) dirty = true;
+      if (batch.length === 500) wakeup.wake();
     }
   } finally {
     o.signal.removeEventListener('abort', onAbort);
