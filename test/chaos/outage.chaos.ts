@@ -121,7 +121,6 @@ it('PostgreSQL down for 10 s in the middle of the deliveries: everything recover
   // Migrates the new database at start, both at once.
   const [serve, worker] = await Promise.all([startService('serve', cfg, url), startService('worker', cfg, url)]);
   await waitFor(async () => (await listening(pool)) >= 4, 30_000, 50);
-  const listeners = await listening(pool);
   const health = probe([serve, worker]);
 
   // A client sending batches through the API, retrying each with its idempotency keys until accepted.
@@ -148,6 +147,8 @@ it('PostgreSQL down for 10 s in the middle of the deliveries: everything recover
   // back (only a job claimed before the stop can be), a slight over-count.
   const runningBefore = await runningJobs(pool);
   const sentBefore = rx.count;
+  // Counted once the API has served requests: serve's token cache listens from its first one.
+  const listeners = await listening(pool);
   const downAt = Date.now();
   await stopPostgres(dataDir);
   // Both processes notice: /readyz answers 503.
