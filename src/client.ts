@@ -40,6 +40,31 @@ export interface NotifyClient {
 
 export type AcwClient = NotifyClient;
 
+/**
+ * The server's limit of events per `POST /v1/notify/batch` (`MAX_BATCH` in src/notify/input.ts, kept
+ * equal by a test: importing it would pull zod into the client). `notifyBatch` splits longer lists.
+ */
+export const MAX_BATCH_EVENTS = 1000;
+
+/** Half-open index ranges into the events passed to `notifyBatch`: `start <= i < end`. */
+export interface IndexRange {
+  start: number;
+  end: number;
+}
+
+/**
+ * How far a failed `notifyBatch` got. It sends `MAX_BATCH_EVENTS` at a time, in order, each request
+ * all or nothing: `results` answers `events[0 .. results.length - 1]` (committed), `failed` is the
+ * request that failed (nothing of it written, unless its answer was lost: status 0 or 5xx), and
+ * `notSent` the events after it (empty when `start === end`). The same call again with the same keys
+ * replays what was committed.
+ */
+export interface BatchProgress {
+  results: NotifyResult[];
+  failed: IndexRange;
+  notSent: IndexRange;
+}
+
 export interface BackoffOptions {
   /** First retry waits up to this long (full jitter); it doubles per attempt. Default 100. */
   baseMs?: number;
@@ -79,10 +104,20 @@ export class AcwError extends Error {
   readonly attempts: number;
   /** What the server's Retry-After asked for, when it sent one. */
   readonly retryAfterMs: number | undefined;
+  /** Set when `notifyBatch` failed after sending: what was committed and what was not. */
+  readonly batch: BatchProgress | undefined;
 
   constructor(
     message: string,
-    init: { status: number; code: string; details?: unknown; attempts?: number; retryAfterMs?: number; cause?: unknown },
+    init: {
+      status: number;
+      code: string;
+      details?: unknown;
+      attempts?: number;
+      retryAfterMs?: number;
+      batch?: BatchProgress;
+      cause?: unknown;
+    },
   ) {
     super(message, init.cause === undefined ? undefined : { cause: init.cause });
     this.status = init.status;
@@ -90,7 +125,36 @@ export class AcwError extends Error {
     this.details = init.details;
     this.attempts = init.attempts ?? 0;
     this.retryAfterMs = init.retryAfterMs;
+    this.batch = init.batch;
   }
+}
+
+/**
+ * `err` from the request for `events[offset ..]` as the caller sees it: `events[i]` in its message and
+ * details counted from the start of the caller's list, and the progress attached. Used by the
+ * in-memory test client too, so both say it alike.
+ */
+export function batchFailure(err: AcwError, offset: number, progress: BatchProgress): AcwError {
+  const shift = (v: unknown): unknown => {
+    if (typeof v === 'string') return v.replace(/events\[(\d+)\]/g, (_, i: string) => `events[${Number(i) + offset}]`);
+    if (Array.isArray(v)) return v.map(shift);
+    if (isRecord(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, shift(x)]));
+    return v;
+  };
+  const { failed, notSent } = progress;
+  const split = progress.results.length > 0 || notSent.end > notSent.start;
+  const where = split
+    ? ` (events ${failed.start}..${failed.end - 1} failed; ${progress.results.length} before them committed, ${notSent.end - notSent.start} after them not sent)`
+    : '';
+  return new AcwError((shift(err.message) as string) + where, {
+    status: err.status,
+    code: err.code,
+    details: shift(err.details),
+    attempts: err.attempts,
+    ...(err.retryAfterMs !== undefined ? { retryAfterMs: err.retryAfterMs } : {}),
+    batch: progress,
+    ...(err.cause !== undefined ? { cause: err.cause } : {}),
+  });
 }
 
 /** Statuses worth another attempt with the same idempotency key. Every other 4xx is final. */
@@ -289,16 +353,33 @@ export function createClient(options: ClientOptions): AcwClient {
 
     async notifyBatch(events, opts = {}) {
       if (events.length === 0) return [];
-      // Each event's key is fixed here, once, so a retried batch is a replay rather than a duplicate.
+      // Each event's key is fixed here, once, so a retried request is a replay rather than a duplicate.
+      // Every event is serialised before the first request: data that cannot be sent refuses the call whole.
       const parts = events.map((e, i) => serialiseEvent(e, e.idempotencyKey ?? randomUUID(), `events[${i}].`));
-      const body = `{"events":[${parts.join(',')}]}`;
-      const { status, json } = await post('/v1/notify/batch', body, opts.signal);
-      const raw = isRecord(json) && Array.isArray(json.results) ? json.results : null;
-      const results = raw?.map((r) => toResult(r, status));
-      if (!results || results.length !== events.length || results.some((r) => r === null)) {
-        throw new AcwError(`POST /v1/notify/batch -> ${status}: unexpected response body`, { status, code: 'bad_response' });
+      // One request at a time, in order: what is committed is always a prefix of the list (simple to
+      // report and resume), and one call holds at most one batch transaction on the server.
+      const all: NotifyResult[] = [];
+      for (let start = 0; start < parts.length; start += MAX_BATCH_EVENTS) {
+        const end = Math.min(start + MAX_BATCH_EVENTS, parts.length);
+        try {
+          all.push(...(await postBatch(parts.slice(start, end), opts.signal)));
+        } catch (e) {
+          // An abort is thrown as its reason, as documented; what committed is then found by calling again.
+          if (!(e instanceof AcwError)) throw e;
+          throw batchFailure(e, start, { results: all, failed: { start, end }, notSent: { start: end, end: parts.length } });
+        }
       }
-      return results as NotifyResult[];
+      return all;
     },
   };
+
+  async function postBatch(parts: string[], signal: AbortSignal | undefined): Promise<NotifyResult[]> {
+    const { status, json } = await post('/v1/notify/batch', `{"events":[${parts.join(',')}]}`, signal);
+    const raw = isRecord(json) && Array.isArray(json.results) ? json.results : null;
+    const results = raw?.map((r) => toResult(r, status));
+    if (!results || results.length !== parts.length || results.some((r) => r === null)) {
+      throw new AcwError(`POST /v1/notify/batch -> ${status}: unexpected response body`, { status, code: 'bad_response' });
+    }
+    return results as NotifyResult[];
+  }
 }

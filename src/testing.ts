@@ -1,8 +1,16 @@
 // An in-memory NotifyClient for service developers' unit tests (`acw-webhooks/testing`): no service,
 // no network. It validates with the server's own input schema, so what it refuses the server refuses.
-import { AcwError, type NotifyClient, type NotifyEvent, type NotifyOptions, type NotifyResult } from './client.js';
+import {
+  AcwError,
+  batchFailure,
+  MAX_BATCH_EVENTS,
+  type NotifyClient,
+  type NotifyEvent,
+  type NotifyOptions,
+  type NotifyResult,
+} from './client.js';
 import { canonicalJson } from './notify/canonical-json.js';
-import { MAX_BATCH, notifyInput } from './notify/input.js';
+import { notifyInput } from './notify/input.js';
 
 export { AcwError, type NotifyClient, type NotifyEvent, type NotifyResult } from './client.js';
 
@@ -61,6 +69,23 @@ function jsonCopy(v: unknown): unknown {
     return text === undefined ? v : (JSON.parse(text) as unknown);
   } catch {
     return v;
+  }
+}
+
+/** What the HTTP client refuses before sending (its serialiseEvent): data that JSON cannot carry. */
+function unsendable(data: unknown, path: string): void {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(data);
+  } catch {
+    // a cycle or a BigInt
+  }
+  if (text === undefined || data === undefined) {
+    throw new AcwError(`${path}data: must be JSON-serialisable (null included, undefined not)`, {
+      status: 400,
+      code: 'invalid_input',
+      details: { field: `${path}data` },
+    });
   }
 }
 
@@ -169,32 +194,44 @@ export function createTestClient(options: TestClientOptions = {}): TestClient {
       for (const e of events) record(e);
       takeFailure(opts.signal);
       if (events.length === 0) return [];
-      if (events.length > MAX_BATCH) {
-        throw new AcwError(`events: at most ${MAX_BATCH} per batch, got ${events.length}`, {
-          status: 400,
-          code: 'invalid_input',
-          details: { field: 'events' },
-        });
-      }
-      const working = new Map(keys);
-      const counterBefore = counter;
-      try {
-        const conflicts: string[] = [];
-        const results = events.map((e, i) => accept(e, `events[${i}].`, working, conflicts));
-        if (conflicts.length > 0) {
-          const more = conflicts.length > 1 ? ` (and ${conflicts.length - 1} more)` : '';
-          throw new AcwError(`${conflicts[0]}: already used with a different request${more}`, {
-            status: 409,
-            code: 'idempotency_conflict',
-            details: { field: conflicts[0], fields: conflicts },
-          });
+      // As the HTTP client does: the data of every event checked before anything is taken, then
+      // MAX_BATCH_EVENTS at a time, each all or nothing, stopping at the first refusal.
+      events.forEach((e, i) => unsendable(e.data, `events[${i}].`));
+      const all: NotifyResult[] = [];
+      for (let start = 0; start < events.length; start += MAX_BATCH_EVENTS) {
+        const end = Math.min(start + MAX_BATCH_EVENTS, events.length);
+        try {
+          all.push(...acceptBatch(events.slice(start, end), start));
+        } catch (err) {
+          if (!(err instanceof AcwError)) throw err;
+          // accept() named events from the start of the caller's list already: no offset to add.
+          throw batchFailure(err, 0, { results: all, failed: { start, end }, notSent: { start: end, end: events.length } });
         }
-        keys = working;
-        return results as NotifyResult[];
-      } catch (err) {
-        counter = counterBefore;
-        throw err;
       }
+      return all;
     },
   };
+
+  /** One request's worth of events, all or nothing; `offset` is where they start in the caller's list. */
+  function acceptBatch(events: readonly NotifyEvent[], offset: number): NotifyResult[] {
+    const working = new Map(keys);
+    const counterBefore = counter;
+    try {
+      const conflicts: string[] = [];
+      const results = events.map((e, i) => accept(e, `events[${offset + i}].`, working, conflicts));
+      if (conflicts.length > 0) {
+        const more = conflicts.length > 1 ? ` (and ${conflicts.length - 1} more)` : '';
+        throw new AcwError(`${conflicts[0]}: already used with a different request${more}`, {
+          status: 409,
+          code: 'idempotency_conflict',
+          details: { field: conflicts[0], fields: conflicts },
+        });
+      }
+      keys = working;
+      return results as NotifyResult[];
+    } catch (err) {
+      counter = counterBefore;
+      throw err;
+    }
+  }
 }

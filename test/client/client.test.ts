@@ -286,6 +286,9 @@ describe('createClient().notify', () => {
   });
 });
 
+/** A service's answer to a new batch of n events. */
+const ok = (n: number) => ({ results: Array.from({ length: n }, (_, i) => ({ event_id: `e${i}`, job_ids: [], replayed: false })) });
+
 describe('createClient().notifyBatch', () => {
   const events = [
     { topic: 'invoice.paid', data: { id: 1 } },
@@ -336,6 +339,28 @@ describe('createClient().notifyBatch', () => {
 
   it('sends nothing for an empty batch', async () => {
     expect(await client().notifyBatch([])).toEqual([]);
+  });
+
+  // The real service cannot be made to answer 503 to one request of a call: the split is tested
+  // against it in batch-split.test.ts, the retried middle request here.
+  it('retries a failed request of a split batch with the same keys, then reports what was committed', async () => {
+    const many = Array.from({ length: 2001 }, (_, i) => ({ topic: 'a.b', data: i }));
+    answer(202, ok(1000), {}, '/v1/notify/batch');
+    answer(503, { error: { code: 'unavailable', message: 'events[7].topic is fine, the database is not' } }, {}, '/v1/notify/batch');
+    answer(503, { error: { code: 'unavailable', message: 'events[7].topic is fine, the database is not' } }, {}, '/v1/notify/batch');
+    const err = await failure(client({ retries: 1 }).notifyBatch(many));
+    const sent = seen.map((s) => (s.body as { events: Array<{ idempotency_key: string }> }).events);
+    expect(sent.map((e) => e.length)).toEqual([1000, 1000, 1000]);
+    expect(sent[2]).toEqual(sent[1]);
+    expect(new Set([...sent[0]!, ...sent[1]!].map((e) => e.idempotency_key)).size).toBe(2000);
+    expect(err).toMatchObject({
+      status: 503,
+      attempts: 2,
+      batch: { failed: { start: 1000, end: 2000 }, notSent: { start: 2000, end: 2001 } },
+    });
+    expect(err.batch?.results).toEqual(ok(1000).results);
+    // The server's events[i] counts from the start of its request; the error counts from the caller's list.
+    expect(err.message).toContain('events[1007].topic');
   });
 
   it('rejects a result list of the wrong length', async () => {

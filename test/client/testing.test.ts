@@ -215,8 +215,15 @@ describe('createTestClient().notifyBatch', () => {
     expect(await c.notify('a.b', { y: { q: 2, p: 1 }, x: 1 }, { idempotencyKey: 'k-order' })).toEqual({ ...first, replayed: true });
   });
 
-  it('refuses a batch over 1000 events', async () => {
+  it('takes a batch over 1000 events 1000 at a time, as the HTTP client sends it (test/client/batch-split.test.ts)', async () => {
+    const c = createTestClient();
     const events = Array.from({ length: 1001 }, (_, i) => ({ topic: 'a.b', data: i }));
-    expect(await failure(createTestClient().notifyBatch(events))).toMatchObject({ status: 400, details: { field: 'events' } });
+    expect(await c.notifyBatch(events)).toHaveLength(1001);
+    const bad = [...events.slice(0, 1000), { topic: 'A', data: 1 }];
+    expect(await failure(c.notifyBatch(bad))).toMatchObject({
+      status: 400,
+      details: { field: 'events[1000].topic' },
+      batch: { failed: { start: 1000, end: 1001 }, notSent: { start: 1001, end: 1001 } },
+    });
   });
 });
