@@ -78,6 +78,11 @@ export class SlotBudget {
     return this.shared ? this.freeWorkers() : this.deliveryCap - this.deliveries;
   }
 
+  /** What degraded endpoints may hold together: half the delivery budget (at least 1). */
+  private degradedHalf(): number {
+    return Math.max(1, Math.floor(this.deliveryCap / 2));
+  }
+
   /** Slots held now by the endpoints degraded now. */
   private degradedUsed(): number {
     const degraded = this.limits.degraded;
@@ -100,18 +105,25 @@ export class SlotBudget {
   beginClaim(unknown: readonly string[]): ClaimPlan {
     const workers = Math.max(0, Math.min(CLAIM_MAX, this.freeWorkers()));
     const deliveries = Math.max(0, Math.min(CLAIM_MAX, this.freeDeliveries()));
-    const total = this.shared ? workers : Math.min(CLAIM_MAX, workers + deliveries);
     const caps = this.limits.caps?.();
+    // Without caps one statement takes both kinds, so only the smaller budget bounds it safely.
+    const total = this.shared ? workers : caps ? Math.min(CLAIM_MAX, workers + deliveries) : Math.min(workers, deliveries);
     let endpoints: Map<string, number> | undefined;
     if (caps) {
       endpoints = new Map();
-      let degradedRoom = Math.floor(this.deliveryCap / 2) - this.degradedUsed();
+      const degraded: string[] = [];
       for (const [ep, max] of caps) {
-        let n = Math.max(0, max - this.used(ep));
-        if (n > 0 && this.limits.degraded?.(ep)) {
-          n = Math.max(0, Math.min(n, degradedRoom));
-          degradedRoom -= n;
-        }
+        const n = Math.max(0, max - this.used(ep));
+        if (n > 0 && this.limits.degraded?.(ep)) degraded.push(ep);
+        else endpoints.set(ep, Math.min(n, deliveries));
+      }
+      // The degraded half is shared out evenly, so no degraded endpoint (idle ones included) can
+      // take all of it and starve another that has a backlog.
+      let room = this.degradedHalf() - this.degradedUsed();
+      const share = Math.max(1, Math.floor(room / Math.max(1, degraded.length)));
+      for (const ep of degraded) {
+        const n = Math.max(0, Math.min((caps.get(ep) ?? 0) - this.used(ep), share, room));
+        room -= n;
         endpoints.set(ep, Math.min(n, deliveries));
       }
       for (const ep of unknown) if (!caps.has(ep)) endpoints.set(ep, deliveries);
@@ -137,7 +149,7 @@ export class SlotBudget {
     if (this.freeDeliveries() - pending(c?.deliveries ?? 0) <= 0) return false;
     const cap = this.cap(endpoint);
     if (cap === undefined || this.used(endpoint) + Math.max(0, c?.endpoints?.get(endpoint) ?? 0) >= cap) return false;
-    if (this.limits.degraded?.(endpoint) && this.degradedUsed() >= Math.floor(this.deliveryCap / 2)) return false;
+    if (this.limits.degraded?.(endpoint) && this.degradedUsed() >= this.degradedHalf()) return false;
     this.take(endpoint);
     return true;
   }

@@ -61,6 +61,8 @@ export class WorkerPool {
   private freshGen = 0;
   private unknownEndpoints: string[] = [];
   private slotBound = false;
+  /** When the due index was last read after a short claim. */
+  private dueReadAt = -Infinity;
   private discoveredAt = -Infinity;
   private readonly timers: ClaimTimers;
   private readonly heartbeat: Heartbeat;
@@ -244,8 +246,11 @@ export class WorkerPool {
         // Short because an endpoint used up its slots (not because the queue is empty): its next
         // finished job frees a slot, and that is the moment to claim again.
         this.slotBound = slotsUsedUp(plan.endpoints, jobs);
-        // Held back by a cap, the next due job is not what limits us: the next finished job is.
-        if (!this.slotBound) {
+        // Held back by a cap, the capped endpoint's next finished job is what frees its work, but
+        // another endpoint's job may fall due before: look at the due index then too, at most every
+        // 250 ms (a capped endpoint is claimed again every few finished jobs).
+        if (!this.slotBound || Date.now() - this.dueReadAt >= 250) {
+          this.dueReadAt = Date.now();
           try {
             const due = await nextDueIn(this.opts.pool);
             if (due !== null && due > 0) this.timers.due(due);

@@ -15,6 +15,10 @@ export function congestionSignal(outcome: JobOutcome): 'failure' | 'success' | n
   return null;
 }
 
+/** A lowered limit with no failure for this many timeout windows (and at least QUIET_MIN_MS) is restored. */
+const QUIET_WINDOWS = 3;
+const QUIET_MIN_MS = 30_000;
+
 interface State {
   limit: number;
   /** When the limit was last lowered (performance.now()); -Infinity: never. */
@@ -46,9 +50,30 @@ export class AdaptiveLimits {
     return this.opts.now ? this.opts.now() : performance.now();
   }
 
+  /**
+   * A lowered limit also comes back by time: after QUIET_WINDOWS timeout windows with no failure
+   * (at least 30 s), since an endpoint that gets no traffic has no successes to climb back with.
+   */
+  private recoverQuiet(eps: ReadonlyMap<string, Endpoint>): void {
+    if (this.state.size === 0) return;
+    const now = this.now();
+    for (const [name, s] of this.state) {
+      const ep = eps.get(name);
+      if (ep && now - s.cutAt < Math.max(QUIET_MIN_MS, QUIET_WINDOWS * ep.timeout)) continue;
+      this.state.delete(name);
+      this.capsCache = null;
+      if (ep)
+        this.opts.log?.info(
+          { event: 'endpoint.limit_restored', endpoint: name, limit: ep.max_in_flight },
+          `endpoint ${name} has not failed for a while: back to its max_in_flight`,
+        );
+    }
+  }
+
   /** Each configured endpoint's limit now: its max_in_flight, or less while it fails. */
   caps(): ReadonlyMap<string, number> {
     const eps = this.opts.endpoints();
+    this.recoverQuiet(eps);
     if (this.capsCache && this.cachedFrom === eps) return this.capsCache;
     const out = new Map<string, number>();
     for (const [name, ep] of eps) {
@@ -62,6 +87,8 @@ export class AdaptiveLimits {
 
   /** True while an endpoint's limit is below its max_in_flight. */
   isDegraded(name: string): boolean {
+    if (this.state.size === 0) return false;
+    this.recoverQuiet(this.opts.endpoints());
     const s = this.state.get(name);
     if (!s) return false;
     const ep = this.opts.endpoints().get(name);
@@ -96,8 +123,12 @@ export class AdaptiveLimits {
     const cur = s ?? { limit: ep.max_in_flight, cutAt: -Infinity };
     if (now - cur.cutAt < ep.timeout) return;
     const next = Math.max(1, Math.floor(cur.limit / 2));
+    if (next === cur.limit) {
+      // At 1 already (or max_in_flight 1): nothing to lower, but the failure keeps it from recovering by time.
+      if (s) s.cutAt = now;
+      return;
+    }
     cur.cutAt = now;
-    if (next === cur.limit && s) return;
     cur.limit = next;
     this.state.set(endpoint, cur);
     this.capsCache = null;

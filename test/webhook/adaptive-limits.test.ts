@@ -69,4 +69,25 @@ describe('AdaptiveLimits', () => {
     expect(l.limit('hooks')).toBe(16);
     expect(l.isDegraded('hooks')).toBe(false);
   });
+
+  it('a lowered limit comes back by time too, once the endpoint has not failed for a while (an idle one has no successes)', () => {
+    let now = 0;
+    const eps = new Map([['hooks', ep()]]);
+    const l = new AdaptiveLimits({ endpoints: () => eps, now: () => now });
+    l.observe('hooks', timeout);
+    expect(l.isDegraded('hooks')).toBe(true);
+    now += 29_000;
+    expect(l.limit('hooks')).toBe(8);
+    now += 1_000;
+    expect(l.isDegraded('hooks')).toBe(false);
+    expect(l.limit('hooks')).toBe(16);
+  });
+
+  it('an endpoint with max_in_flight 1 has nothing to lower and stays undegraded', () => {
+    const eps = new Map([['hooks', ep({ max_in_flight: 1 })]]);
+    const l = new AdaptiveLimits({ endpoints: () => eps, now: () => 0 });
+    l.observe('hooks', timeout);
+    expect(l.isDegraded('hooks')).toBe(false);
+    expect(l.limit('hooks')).toBe(1);
+  });
 });
