@@ -5,6 +5,7 @@ import { Flusher, type Finished } from '../../src/queue/flusher.js';
 import type { AttemptRecord, ClaimedJob, DeadJob, JobOutcome } from '../../src/queue/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { captureLogs, waitFor } from '../helpers/logs.js';
+import { insertRunningJobs } from '../helpers/jobs.js';
 
 /**
  * The Flusher alone, against real PostgreSQL: jobs are inserted as running with known lease
@@ -22,29 +23,7 @@ beforeEach(async () => {
 });
 
 async function runningJobs(n: number, maxAttempts = 3): Promise<ClaimedJob[]> {
-  const res = await db.pool.query<{ id: string; lease_token: string; exp_ms: number; now_ms: number; created_at: Date }>(
-    `insert into jobs (type, payload, max_attempts, status, attempts, locked_by, lease_token, lease_expires_at)
-     select 't', jsonb_build_object('n', g), $2, 'running', 1, 'test-worker', gen_random_uuid(), now() + interval '30 seconds'
-     from generate_series(1, $1) g
-     returning id, lease_token, extract(epoch from lease_expires_at)::float8 * 1000 as exp_ms,
-       extract(epoch from now())::float8 * 1000 as now_ms, created_at`,
-    [n, maxAttempts],
-  );
-  const localNow = Date.now();
-  return res.rows.map((r) => ({
-    id: r.id,
-    type: 't',
-    payload: {},
-    attempts: 1,
-    maxAttempts,
-    leaseToken: r.lease_token,
-    leaseExpiresAt: r.exp_ms - (r.now_ms - localNow),
-    eventId: null,
-    endpoint: null,
-    createdAt: r.created_at,
-    endpointUnknownSince: null,
-    skippedTurnsSince: null,
-  }));
+  return insertRunningJobs(db.pool, n, { maxAttempts });
 }
 
 const attempt = (statusCode = 200): AttemptRecord => ({

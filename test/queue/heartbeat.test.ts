@@ -5,6 +5,7 @@ import { Heartbeat, type Running } from '../../src/queue/heartbeat.js';
 import type { ClaimedJob } from '../../src/queue/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { captureLogs, waitFor } from '../helpers/logs.js';
+import { insertRunningJobs } from '../helpers/jobs.js';
 
 /**
  * The Heartbeat alone, against real PostgreSQL: jobs are inserted as running with known lease
@@ -29,29 +30,7 @@ afterEach(() => {
 });
 
 async function runningJobs(n: number): Promise<ClaimedJob[]> {
-  const res = await db.pool.query<{ id: string; lease_token: string; exp_ms: number; now_ms: number; created_at: Date }>(
-    `insert into jobs (type, payload, max_attempts, status, attempts, locked_by, lease_token, lease_expires_at)
-     select 't', jsonb_build_object('n', g), 3, 'running', 1, 'test-worker', gen_random_uuid(), now() + $2 * interval '1 millisecond'
-     from generate_series(1, $1) g
-     returning id, lease_token, extract(epoch from lease_expires_at)::float8 * 1000 as exp_ms,
-       extract(epoch from now())::float8 * 1000 as now_ms, created_at`,
-    [n, LEASE_MS],
-  );
-  const localNow = Date.now();
-  return res.rows.map((r) => ({
-    id: r.id,
-    type: 't',
-    payload: {},
-    attempts: 1,
-    maxAttempts: 3,
-    leaseToken: r.lease_token,
-    leaseExpiresAt: r.exp_ms - (r.now_ms - localNow),
-    eventId: null,
-    endpoint: null,
-    createdAt: r.created_at,
-    endpointUnknownSince: null,
-    skippedTurnsSince: null,
-  }));
+  return insertRunningJobs(db.pool, n, { leaseMs: LEASE_MS });
 }
 
 /** What the worker pool keeps for each job it holds; `lostAt` is when its signal aborted. */
