@@ -28,6 +28,9 @@ export async function createTestDatabase(opts: { migrated?: boolean } = {}): Pro
   }
   const url = withDatabase(adminUrl, name);
   const pool = new pg.Pool({ connectionString: url, max: 10 });
+  // Tests terminate backends on purpose (outages, killed connections): an idle client of this
+  // pool that dies then must not become an uncaught error; its next query reconnects.
+  pool.on('error', () => undefined);
   return {
     url,
     name,

@@ -224,6 +224,8 @@ describe('worker pool', () => {
       await outage;
       await waitFor(async () => (await statuses()).completed === 1, 15_000);
       expect((await db.pool.query('select attempts from jobs')).rows[0].attempts).toBe(1);
+      // Logged once the write's answer is read, a moment after the row changed.
+      await waitFor(() => events('job.completed').length > 0, 5_000);
       expect(events('job.completed')).toHaveLength(1);
       await wp.stop();
     } finally {
