@@ -10,7 +10,13 @@ import { requireId, requireLimit } from './params.js';
  * alerts channel only wakes followers, who then re-read from their last id, so a follower that
  * was away (or whose LISTEN connection dropped) misses nothing.
  */
-export const ALERT_ACTIONS = ['webhook.dead_letter', 'job.dead_letter'] as const;
+export const ALERT_ACTIONS = [
+  'webhook.dead_letter',
+  'job.dead_letter',
+  'endpoint.circuit_opened',
+  'endpoint.circuit_closed',
+  'endpoint.expired',
+] as const;
 // Inlined (code constants, never input) so the planner matches the partial index audit_log_alerts_idx.
 const IS_ALERT = `action in (${ALERT_ACTIONS.map((a) => `'${a}'`).join(', ')})`;
 

@@ -13,6 +13,8 @@ export interface Endpoint {
   /** Connect (TCP, TLS) timeout in milliseconds, at most `timeout`. */
   readonly connect_timeout: number;
   readonly max_in_flight: number;
+  /** Deliveries per second across all processes; 0: no limit. */
+  readonly rate_limit: number;
   readonly scheme: Scheme;
   readonly headers: Readonly<Record<string, string>>;
   /** False when this endpoint or `notify.webhook.enabled` is off. */
@@ -37,6 +39,7 @@ export function resolveEndpoints(config: Config): Endpoint[] {
       timeout: w.timeout,
       connect_timeout: w.connect_timeout ?? Math.min(DEFAULT_CONNECT_TIMEOUT_MS, w.timeout),
       max_in_flight: w.max_in_flight,
+      rate_limit: w.rate_limit,
       scheme: w.scheme,
       headers: w.headers,
       enabled: w.enabled,
@@ -52,6 +55,7 @@ export function resolveEndpoints(config: Config): Endpoint[] {
       timeout,
       connect_timeout: ep.connect_timeout ?? w.connect_timeout ?? Math.min(DEFAULT_CONNECT_TIMEOUT_MS, timeout),
       max_in_flight: ep.max_in_flight ?? w.max_in_flight,
+      rate_limit: ep.rate_limit ?? w.rate_limit,
       scheme: ep.scheme,
       headers: ep.headers,
       // The global switch short-circuits every endpoint, so callers need to check only this flag.

@@ -77,6 +77,20 @@ export function duration(opts: { positive?: boolean } = {}) {
   });
 }
 
+/** Deliveries per second from `N/s` or `N/min` (N a positive number); `""` means no limit (0). */
+export function rateLimit() {
+  return z.unknown().transform((v, ctx) => {
+    if (v === '' || v === null || v === undefined) return 0;
+    const m = typeof v === 'string' ? /^\s*(\d+(?:\.\d+)?)\s*\/\s*(s|sec|second|m|min|minute)\s*$/.exec(v) : null;
+    const n = m ? Number(m[1]) : NaN;
+    if (!m || !(n > 0) || n > 1_000_000) {
+      ctx.addIssue({ code: 'custom', message: `expected a rate like "20/s" or "600/min" (more than 0), got ${show(v)}`, input: v });
+      return z.NEVER;
+    }
+    return m[2]!.startsWith('s') ? n : n / 60;
+  });
+}
+
 /** A byte size like `1mb`, parsed to bytes. */
 export function size() {
   return z.unknown().transform((v, ctx) => {

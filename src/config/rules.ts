@@ -73,6 +73,15 @@ export function checkWebhook(w: unknown, add: AddIssue): void {
   const budgetMessage = (v: unknown) => `must not exceed notify.webhook.max_in_flight_total (${String(total)}), got ${String(v)}`;
   if (overBudget(w['max_in_flight'])) add(['max_in_flight'], budgetMessage(w['max_in_flight']));
   checkConnectTimeouts(w, endpoints, add);
+  // A job held by an open circuit must get at least one probe's chance before it expires.
+  const maxAge = num(w['max_age']);
+  const cooldown = isObject(w['circuit']) ? num(w['circuit']['cooldown']) : undefined;
+  if (maxAge !== undefined && cooldown !== undefined && maxAge < cooldown) {
+    add(
+      ['max_age'],
+      `must not be shorter than notify.webhook.circuit.cooldown (${formatDuration(cooldown)}), got ${formatDuration(maxAge)}`,
+    );
+  }
   const seen = new Map<string, number>();
   endpoints.forEach((ep, i) => {
     if (isObject(ep) && overBudget(ep['max_in_flight'])) add(['endpoints', i, 'max_in_flight'], budgetMessage(ep['max_in_flight']));
@@ -115,6 +124,18 @@ function checkConnectTimeouts(w: Obj, endpoints: unknown[], add: AddIssue): void
       );
     }
   });
+}
+
+/** `notify.webhook.circuit`: the first cool-down cannot exceed its cap. */
+export function checkCircuit(c: unknown, add: AddIssue): void {
+  if (!isObject(c)) return;
+  const { cooldown, cooldown_max } = c;
+  if (typeof cooldown === 'number' && typeof cooldown_max === 'number' && cooldown > cooldown_max) {
+    add(
+      ['cooldown'],
+      `must not exceed notify.webhook.circuit.cooldown_max (${formatDuration(cooldown_max)}), got ${formatDuration(cooldown)}`,
+    );
+  }
 }
 
 /** `jobs.retry`: the first delay cannot exceed the cap. */

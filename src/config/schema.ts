@@ -15,13 +15,14 @@ import {
   listen,
   oneOf,
   pattern,
+  rateLimit,
   secretText,
   size,
   strict,
   text,
   topics,
 } from './fields.js';
-import { checkAuth, checkEndpoint, checkRetry, checkWebhook, isObject, type AddIssue } from './rules.js';
+import { checkAuth, checkCircuit, checkEndpoint, checkRetry, checkWebhook, isObject, type AddIssue } from './rules.js';
 
 /** Cross-key rules run even when a sibling failed, so one pass reports every problem. */
 function withRule<T extends z.ZodType>(schema: T, rule: (value: unknown, add: AddIssue) => void): T {
@@ -55,13 +56,30 @@ const endpoint = withRule(
       .optional()
       .describe('connect (TCP, TLS) timeout, at most timeout; default notify.webhook.connect_timeout'),
     max_in_flight: int(1, 10_000).optional().describe('concurrent deliveries per process; default notify.webhook.max_in_flight'),
+    rate_limit: rateLimit()
+      .optional()
+      .describe('deliveries per second or minute across all processes, "20/s" or "600/min"; default notify.webhook.rate_limit'),
     scheme: oneOf(SCHEMES).default('acw').describe('acw: X-ACW-* headers; standard: Standard Webhooks headers'),
     headers: headers()
       .default(() => ({}))
       .describe('extra request headers'),
-    enabled: bool().default(true).describe('false: jobs for this endpoint wait instead of being sent'),
+    enabled: bool().default(true).describe('false: jobs for this endpoint wait (held, as when paused) instead of being sent'),
   }),
   checkEndpoint,
+);
+
+const circuit = withRule(
+  strict({
+    enabled: bool().default(true).describe('false: failing endpoints are never held (only retries and adaptive limits apply)'),
+    failure_threshold: int(1, 100_000).default(10).describe('consecutive failures that open the circuit'),
+    failure_rate: fraction().default(0.5).describe('share of failures over `window` that opens it (with min_attempts)'),
+    min_attempts: int(1, 100_000).default(20).describe('attempts within `window` before failure_rate applies'),
+    window: duration({ positive: true }).prefault('1m').describe('window of the failure rate'),
+    cooldown: duration({ positive: true }).prefault('30s').describe('first wait before a probe; doubles after each failed probe'),
+    cooldown_max: duration({ positive: true }).prefault('10m').describe('longest wait between probes'),
+    alert_after: duration().prefault('10m').describe('an endpoint open this long raises one alert (and one on recovery)'),
+  }),
+  checkCircuit,
 );
 
 const webhook = withRule(
@@ -79,6 +97,9 @@ const webhook = withRule(
     max_in_flight_total: int(1, 100_000)
       .default(2000)
       .describe('webhook deliveries in flight per process, all endpoints together; apart from jobs.workers'),
+    rate_limit: rateLimit().prefault('').describe('default per-endpoint rate limit, "20/s" or "600/min"; empty: none'),
+    circuit: circuit.prefault({}).describe('circuit breaker per endpoint, shared by every process'),
+    max_age: duration({ positive: true }).prefault('72h').describe('a job held undelivered this long (from its latest series) goes dead'),
     topics: topics()
       .default(() => [])
       .describe('whitelist of the default endpoint'),

@@ -203,6 +203,7 @@ describe('endpointHealth', () => {
       timeout: 1000,
       connect_timeout: 1000,
       max_in_flight: 4,
+      rate_limit: 0,
       scheme: 'acw',
       headers: {},
       enabled: true,

@@ -56,6 +56,18 @@ describe('defaults', () => {
           timeout: 10_000,
           max_in_flight: 16,
           max_in_flight_total: 2000,
+          rate_limit: 0,
+          circuit: {
+            enabled: true,
+            failure_threshold: 10,
+            failure_rate: 0.5,
+            min_attempts: 20,
+            window: 60_000,
+            cooldown: 30_000,
+            cooldown_max: 600_000,
+            alert_after: 600_000,
+          },
+          max_age: 259_200_000,
           topics: [],
           scheme: 'acw',
           headers: {},
@@ -206,6 +218,42 @@ describe('cross-field rules', () => {
     ]);
   });
 
+  test('circuit, max_age and rate limits: bad values are refused naming the key', () => {
+    expect(issuesOf(webhook({ circuit: { failure_threshold: 0 } }))).toEqual([
+      'notify.webhook.circuit.failure_threshold: expected an integer from 1 to 100000, got 0',
+    ]);
+    expect(issuesOf(webhook({ circuit: { failure_threshold: -3 } }))).toEqual([
+      'notify.webhook.circuit.failure_threshold: expected an integer from 1 to 100000, got -3',
+    ]);
+    expect(issuesOf(webhook({ circuit: { cooldown: '20m' } }))).toEqual([
+      'notify.webhook.circuit.cooldown: must not exceed notify.webhook.circuit.cooldown_max (10m), got 20m',
+    ]);
+    expect(issuesOf(webhook({ max_age: '10s' }))).toEqual([
+      'notify.webhook.max_age: must not be shorter than notify.webhook.circuit.cooldown (30s), got 10s',
+    ]);
+    for (const bad of ['20', '20/h', '0/s', '-1/s', 'fast', 20]) {
+      expect(issuesOf(webhook({ endpoints: [{ name: 'a', url: 'https://h.example.com', secret: SECRET, rate_limit: bad }] }))).toEqual([
+        `notify.webhook.endpoints[0].rate_limit: expected a rate like "20/s" or "600/min" (more than 0), got ${JSON.stringify(bad)}`,
+      ]);
+    }
+    expect(issuesOf(webhook({ rate_limit: '5 per second' }))).toEqual([
+      'notify.webhook.rate_limit: expected a rate like "20/s" or "600/min" (more than 0), got "5 per second"',
+    ]);
+    const cfg = parseConfig(
+      webhook({
+        rate_limit: '600/min',
+        endpoints: [
+          { name: 'a', url: 'https://h.example.com', secret: SECRET, rate_limit: '20/s' },
+          { name: 'b', url: 'https://h.example.com', secret: SECRET },
+        ],
+      }),
+    );
+    expect(resolveEndpoints(cfg).map((e) => [e.name, e.rate_limit])).toEqual([
+      ['a', 20],
+      ['b', 10],
+    ]);
+  });
+
   test('topics must be exact topics, prefix patterns or *', () => {
     expect(issuesOf(webhook({ topics: ['a.b', 'a.*', '*', 'Bad', 'a.*.b'] }))).toEqual([
       'notify.webhook.topics[3]: expected a topic like "workspace.sync_failed", a pattern like "workspace.*", or "*", got "Bad"',
@@ -351,6 +399,7 @@ describe('resolveEndpoints', () => {
         timeout: 3000,
         connect_timeout: 3000,
         max_in_flight: 5,
+        rate_limit: 0,
         scheme: 'acw',
         headers: {},
         enabled: true,
@@ -363,6 +412,7 @@ describe('resolveEndpoints', () => {
         timeout: 3000,
         connect_timeout: 3000,
         max_in_flight: 5,
+        rate_limit: 0,
         scheme: 'standard',
         headers: { 'X-Team': 'b' },
         enabled: true,
@@ -375,6 +425,7 @@ describe('resolveEndpoints', () => {
         timeout: 1000,
         connect_timeout: 1000,
         max_in_flight: 2,
+        rate_limit: 0,
         scheme: 'acw',
         headers: {},
         enabled: false,

@@ -11,6 +11,7 @@ const ep = (over: Partial<Endpoint> = {}): Endpoint => ({
   timeout: 1_000,
   connect_timeout: 1_000,
   max_in_flight: 16,
+  rate_limit: 0,
   scheme: 'acw',
   headers: {},
   enabled: true,

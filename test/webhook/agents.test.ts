@@ -24,6 +24,7 @@ function endpoint(name: string, url: string, over: Partial<Endpoint> = {}): Endp
     timeout: 5_000,
     connect_timeout: 5_000,
     max_in_flight: 4,
+    rate_limit: 0,
     scheme: 'acw',
     headers: {},
     enabled: true,
