@@ -8,7 +8,14 @@ export function quoteLiteral(value: string): string {
 }
 
 /** NOTIFY channels are per schema, so two installations sharing a database never wake each other. */
-export function channels(schema: string): { jobs: string; events: string; alerts: string; users: string } {
+export function channels(schema: string): { jobs: string; events: string; alerts: string; users: string; endpoints: string } {
   // users: a revoked or reissued user's name, so every process forgets its cached tokens (src/admin/users.ts).
-  return { jobs: `${schema}.acw_jobs`, events: `${schema}.acw_events`, alerts: `${schema}.acw_alerts`, users: `${schema}.acw_users` };
+  // endpoints: an endpoint whose shared state changed (circuit, pause), so every process re-reads it at once.
+  return {
+    jobs: `${schema}.acw_jobs`,
+    events: `${schema}.acw_events`,
+    alerts: `${schema}.acw_alerts`,
+    users: `${schema}.acw_users`,
+    endpoints: `${schema}.acw_endpoints`,
+  };
 }

@@ -110,6 +110,11 @@ export class WorkerPool {
     return this.running.size;
   }
 
+  /** Deliveries of one endpoint in flight in this process now. */
+  inFlightFor(endpoint: string): number {
+    return this.slots.used(endpoint);
+  }
+
   /** A claim is in flight (reserve() hands out no slot meanwhile). */
   get claiming(): boolean {
     return this.slots.claiming;
