@@ -9,6 +9,10 @@ import { requireId, requireLimit } from './params.js';
  * Dead-letter alerts (docs/operations.md#dead-letter) read from `audit_log`, the exactly-once record. The NOTIFY on the
  * alerts channel only wakes followers, who then re-read from their last id, so a follower that
  * was away (or whose LISTEN connection dropped) misses nothing.
+ *
+ * A new alert kind needs a migration that recreates the partial index audit_log_alerts_idx over the
+ * same list, in the same change: a query over an action the index lacks no longer uses it. A test
+ * (test/admin/alert-index.test.ts) compares this list with the index in a migrated database.
  */
 export const ALERT_ACTIONS = [
   'webhook.dead_letter',
