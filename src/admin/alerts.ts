@@ -1,12 +1,12 @@
 import { DoublingDelay, Wakeup } from '../delay.js';
-import { coerceError } from '../errors.js';
+import { badField, coerceError } from '../errors.js';
 import { Listener } from '../db/listener.js';
 import type { Queryable } from '../db/pool.js';
 import type { Logger } from '../log.js';
-import { requireId, requireLimit } from './params.js';
+import { decodeCursor, encodeCursor, requireId, requireLimit } from './params.js';
 
 /**
- * Dead-letter alerts (docs/operations.md#dead-letter) read from `audit_log`, the exactly-once record. The NOTIFY on the
+ * Alerts (docs/operations.md#alerts) read from `audit_log`, the exactly-once record. The NOTIFY on the
  * alerts channel only wakes followers, who then re-read from their last id, so a follower that
  * was away (or whose LISTEN connection dropped) misses nothing.
  *
@@ -21,20 +21,52 @@ export const ALERT_ACTIONS = [
   'endpoint.circuit_closed',
   'endpoint.expired',
 ] as const;
+export type AlertAction = (typeof ALERT_ACTIONS)[number];
 // Inlined (code constants, never input) so the planner matches the partial index audit_log_alerts_idx.
 const IS_ALERT = `action in (${ALERT_ACTIONS.map((a) => `'${a}'`).join(', ')})`;
 
+const isAlertAction = (s: string): s is AlertAction => (ALERT_ACTIONS as readonly string[]).includes(s);
+
+/**
+ * The `action` filter: one action or several, each value possibly comma-separated (`?action=a&action=b`,
+ * `?action=a,b`, `--action a,b`). An unknown action is refused naming `field`; duplicates are dropped.
+ */
+export function parseAlertActions(value: unknown, field: string): AlertAction[] {
+  const values = Array.isArray(value) ? (value as unknown[]) : [value];
+  const out = new Set<AlertAction>();
+  for (const v of values) {
+    if (typeof v !== 'string') throw badField(field, `expected alert actions, one of ${ALERT_ACTIONS.join(', ')}`);
+    for (const part of v.split(',')) {
+      const a = part.trim();
+      if (!isAlertAction(a)) {
+        const shown = JSON.stringify(a.length > 60 ? `${a.slice(0, 60)}…` : a);
+        throw badField(field, `unknown alert action ${shown}, expected one of ${ALERT_ACTIONS.join(', ')}`);
+      }
+      out.add(a);
+    }
+  }
+  if (out.size === 0) throw badField(field, `expected alert actions, one of ${ALERT_ACTIONS.join(', ')}`);
+  return [...out];
+}
+
+/** Only these actions (null: every alert). A caller with a flag of its own (the CLI's --action) checks it first, naming it. */
+const actionFilter = (value: unknown): AlertAction[] | null => (value === undefined ? null : parseAlertActions(value, 'action'));
+
+/** An alert: its audit row id, action and time, over the details its action records. */
 export interface AlertView {
   id: number;
-  action: string;
+  action: AlertAction;
   created_at: string;
-  /** The dead-letter details: job_id, type, endpoint, topic, event_id, attempts, reason, last_error. */
+  /**
+   * A dead letter: job_id, type, endpoint, topic, event_id, attempts, reason, last_error. An endpoint
+   * alert (src/admin/endpoint-alerts.ts): endpoint, and what its action records.
+   */
   [detail: string]: unknown;
 }
 
 interface AlertRow {
   id: string;
-  action: string;
+  action: AlertAction;
   created_at: Date;
   details: Record<string, unknown> | null;
 }
@@ -45,27 +77,52 @@ function toView(r: AlertRow): AlertView {
 
 /**
  * Alerts with id > sinceId, oldest first. Without sinceId: the most recent `limit` (still oldest
- * first), which is what `acw-webhooks alerts` prints.
+ * first), which is what `acw-webhooks alerts` prints. `action`: only those actions.
  */
 export async function readAlerts(
   db: Queryable,
-  opts: { sinceId?: number | undefined; limit?: number | undefined } = {},
+  opts: { sinceId?: number | undefined; limit?: number | undefined; action?: string | readonly string[] | undefined } = {},
 ): Promise<AlertView[]> {
   const limit = requireLimit(opts.limit, 'limit', 100, 1000);
+  const actions = actionFilter(opts.action);
   if (opts.sinceId === undefined) {
     const res = await db.query<AlertRow>(
-      `select * from (select id, action, created_at, details from audit_log where ${IS_ALERT} order by id desc limit $1) r
+      `select * from (select id, action, created_at, details from audit_log
+                      where ${IS_ALERT} and ($1::text[] is null or action = any($1)) order by id desc limit $2) r
        order by id`,
-      [limit],
+      [actions, limit],
     );
     return res.rows.map(toView);
   }
   const since = requireId(opts.sinceId, 'since');
   const res = await db.query<AlertRow>(
-    `select id, action, created_at, details from audit_log where ${IS_ALERT} and id > $1 order by id limit $2`,
-    [since, limit],
+    `select id, action, created_at, details from audit_log
+     where ${IS_ALERT} and ($1::text[] is null or action = any($1)) and id > $2 order by id limit $3`,
+    [actions, since, limit],
   );
   return res.rows.map(toView);
+}
+
+/**
+ * `GET /v1/alerts`: newest first with a keyset cursor (the last id seen), as `GET /v1/notifications`
+ * pages, so paging stays stable while new alerts arrive.
+ */
+export async function listAlerts(
+  db: Queryable,
+  f: { limit?: number | undefined; cursor?: string | undefined; action?: string | readonly string[] | undefined } = {},
+): Promise<{ items: AlertView[]; next_cursor: string | null }> {
+  const limit = requireLimit(f.limit, 'limit', 50, 500);
+  const actions = actionFilter(f.action);
+  const before = f.cursor === undefined ? null : Number(decodeCursor(f.cursor, [/^\d{1,15}$/])[0]);
+  const res = await db.query<AlertRow>(
+    `select id, action, created_at, details from audit_log
+     where ${IS_ALERT} and ($1::text[] is null or action = any($1)) and ($2::bigint is null or id < $2)
+     order by id desc limit $3`,
+    [actions, before, limit + 1],
+  );
+  const rows = res.rows.slice(0, limit);
+  const last = rows.at(-1);
+  return { items: rows.map(toView), next_cursor: res.rows.length > limit && last ? encodeCursor([last.id]) : null };
 }
 
 /** The newest alert id now (0 when none): where a follower without sinceId starts. */
@@ -80,6 +137,8 @@ export interface PumpOptions {
   sinceId?: number | undefined;
   /** Without sinceId: how many of the newest alerts to pass on first, as `tail -f` does. Default 0. */
   backlog?: number | undefined;
+  /** Only these actions (checked as `action`; callers with a flag of their own check it first). */
+  action?: string | readonly string[] | undefined;
   signal: AbortSignal;
   /** Awaited before the next alert, so a slow consumer is not overrun. */
   onAlert: (alert: AlertView) => void | Promise<void>;
@@ -93,14 +152,16 @@ export interface PumpOptions {
 }
 
 /** Where a follower without sinceId starts: just before the `backlog`-th newest alert (the newest now when 0). */
-async function startingPoint(db: Queryable, backlog: number): Promise<number> {
+async function startingPoint(db: Queryable, backlog: number, action: PumpOptions['action']): Promise<number> {
   if (backlog === 0) return latestAlertId(db);
-  const recent = await readAlerts(db, { limit: backlog });
+  const recent = await readAlerts(db, { limit: backlog, action });
   return recent.length === 0 ? 0 : recent[0]!.id - 1;
 }
 
 /** The follow loop, with wake-ups from any source (one Listener per follower, or one shared by many). */
 export async function pumpAlerts(o: PumpOptions): Promise<void> {
+  // Checked before subscribing, so a bad filter is refused and nothing is left listening.
+  const action = o.action === undefined ? undefined : parseAlertActions(o.action, 'action');
   // Pending from the start: the first read happens at once.
   const wakeup = new Wakeup({ pending: true });
   const unsubscribe = o.subscribe(() => wakeup.wake());
@@ -109,7 +170,7 @@ export async function pumpAlerts(o: PumpOptions): Promise<void> {
   const onError = new DoublingDelay(100, 5_000);
   try {
     // Subscribed first, then the starting point read: an alert committed in between is still seen.
-    let cursor = o.sinceId ?? (await startingPoint(o.pool, o.backlog ?? 0));
+    let cursor = o.sinceId ?? (await startingPoint(o.pool, o.backlog ?? 0, action));
     while (!o.signal.aborted) {
       // Woken, or the poll came round: read either way.
       await wakeup.wait(o.pollMs ?? 5_000);
@@ -117,7 +178,7 @@ export async function pumpAlerts(o: PumpOptions): Promise<void> {
       let batch: AlertView[];
       try {
         if (o.stillAllowed && !(await o.stillAllowed())) return;
-        batch = await readAlerts(o.pool, { sinceId: cursor, limit: 500 });
+        batch = await readAlerts(o.pool, { sinceId: cursor, limit: 500, action });
         onError.reset();
       } catch (err) {
         if (o.signal.aborted) return;
@@ -149,6 +210,7 @@ export interface FollowOptions {
   sinceId?: number | undefined;
   /** Without sinceId: how many past alerts to pass on first (`alerts --follow` gives 10). */
   backlog?: number | undefined;
+  action?: string | readonly string[] | undefined;
   signal: AbortSignal;
   onAlert: (alert: AlertView) => void | Promise<void>;
   log?: Logger;
@@ -160,6 +222,8 @@ export interface FollowOptions {
  * and every reconnect. Resolves when `signal` aborts.
  */
 export async function followAlerts(opts: FollowOptions): Promise<void> {
+  // A bad filter is refused before a LISTEN connection opens.
+  if (opts.action !== undefined) parseAlertActions(opts.action, 'action');
   let wake: (() => void) | null = null;
   const listener = new Listener({
     url: opts.url,
@@ -174,6 +238,7 @@ export async function followAlerts(opts: FollowOptions): Promise<void> {
       pool: opts.pool,
       sinceId: opts.sinceId,
       backlog: opts.backlog,
+      action: opts.action,
       signal: opts.signal,
       onAlert: opts.onAlert,
       subscribe: (w) => {

@@ -12,6 +12,17 @@ export {
   type RedriveFilter,
 } from './jobs.js';
 export { addUser, listUsers, revokeUser, authenticate, type Principal, type UserView } from './users.js';
-export { readAlerts, followAlerts, pumpAlerts, latestAlertId, ALERT_ACTIONS, type AlertView, type FollowOptions } from './alerts.js';
+export {
+  readAlerts,
+  listAlerts,
+  followAlerts,
+  pumpAlerts,
+  latestAlertId,
+  parseAlertActions,
+  ALERT_ACTIONS,
+  type AlertAction,
+  type AlertView,
+  type FollowOptions,
+} from './alerts.js';
 export { endpointHealth, testEndpoint, TEST_TOPIC, type EndpointHealth } from './endpoints.js';
 export { listNotifications, markRead, type NotificationView } from './notifications.js';

@@ -62,7 +62,14 @@ export const notificationsQuery = z.strictObject({
 
 export const endpointsQuery = z.strictObject({ window_minutes: intParam(1, 10_080).optional() });
 
-export const alertsQuery = z.strictObject({ since: idParam.optional() });
+/** `action`: repeated or comma-separated; src/admin/alerts.ts checks each names an alert action. */
+const alertAction = z.union([z.string().max(1000), z.array(z.string().max(1000)).max(20)]);
+export const alertsStreamQuery = z.strictObject({ since: idParam.optional(), action: alertAction.optional() });
+export const alertsQuery = z.strictObject({
+  limit: intParam(1, 500).optional(),
+  cursor: cursor.optional(),
+  action: alertAction.optional(),
+});
 
 /** `since`: an RFC 3339 instant, or a Go-style duration meaning that long ago ("1h"). */
 const since = z

@@ -1,11 +1,11 @@
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
-import { latestAlertId, pumpAlerts, type AlertView } from '../../admin/alerts.js';
+import { latestAlertId, listAlerts, parseAlertActions, pumpAlerts, type AlertView } from '../../admin/alerts.js';
 import { coerceError } from '../../errors.js';
 import type { Service } from '../../service.js';
 import type { AlertHub } from '../alert-hub.js';
 import { principalOf, READ } from '../auth.js';
-import { alertsQuery, lastEventId, parse } from '../schemas.js';
+import { alertsQuery, alertsStreamQuery, lastEventId, parse } from '../schemas.js';
 
 /** Comment lines keep proxies and load balancers from closing an idle stream. */
 export const KEEP_ALIVE_MS = 15_000;
@@ -40,19 +40,26 @@ export class OpenStreams {
   }
 }
 
-const frame = (a: AlertView): string => `id: ${a.id}\nevent: dead_letter\ndata: ${JSON.stringify(a)}\n\n`;
+// The event is named by the action (one of ALERT_ACTIONS, never input), so an EventSource listens per kind.
+const frame = (a: AlertView): string => `id: ${a.id}\nevent: ${a.action}\ndata: ${JSON.stringify(a)}\n\n`;
 
 /**
- * `GET /v1/alerts/stream`: Server-Sent Events of dead-letter alerts (docs/operations.md#dead-letter), `id:` the audit row
- * id. Replays from `Last-Event-ID` (a reconnecting EventSource sends it) or `?since=`; without
- * either it starts at the newest alert now. Ends when the client goes, the user is revoked, or
- * the server shuts down (`streams` lets the server end them all).
+ * `GET /v1/alerts`: the alerts (docs/operations.md#alerts), newest first, a page at a time.
+ *
+ * `GET /v1/alerts/stream`: Server-Sent Events of alerts, `id:` the audit row id, `event:` the action.
+ * Replays from `Last-Event-ID` (a reconnecting EventSource sends it) or `?since=`; without
+ * either it starts at the newest alert now. `?action=` keeps only those actions. Ends when the
+ * client goes, the user is revoked, or the server shuts down (`streams` lets the server end them all).
  */
 export function alertRoutes(app: FastifyInstance, svc: Service, hub: AlertHub, streams: OpenStreams): void {
   const pool = svc.db.pool;
 
+  app.get('/v1/alerts', { config: { roles: READ } }, async (req) => listAlerts(pool, parse(alertsQuery, req.query, 'query')));
+
   app.get('/v1/alerts/stream', { config: { roles: READ } }, async (req, reply) => {
-    const q = parse(alertsQuery, req.query, 'query');
+    const q = parse(alertsStreamQuery, req.query, 'query');
+    // Checked before the 200 goes out, so a bad filter is a 400 naming `action`.
+    const action = q.action === undefined ? undefined : parseAlertActions(q.action, 'action');
     const header = lastEventId(req.headers['last-event-id']);
     const principal = principalOf(req);
     // The starting point is fixed before the 200 goes out, so an alert after the client saw it is never skipped.
@@ -79,6 +86,7 @@ export function alertRoutes(app: FastifyInstance, svc: Service, hub: AlertHub, s
       await pumpAlerts({
         pool,
         sinceId,
+        action,
         signal: ctl.signal,
         subscribe: hub.subscribe,
         log: svc.log,
