@@ -16,6 +16,7 @@ import { channels } from '../../db/sql.js';
 import type { Logger } from '../../log.js';
 import { EXIT, ExitError, printJson, readConfig, withDatabase, type GlobalOptions } from '../context.js';
 import { watchForStop } from '../stop.js';
+import { ALERT_ACTIONS, parseAlertActions } from '../../admin/alerts.js';
 
 /** Operator commands act as this principal in audit_log: the OS user running them. */
 function actor(): string {
@@ -158,27 +159,35 @@ export function registerUsers(program: Command): void {
 /** `alerts` prints the newest 50; `alerts --follow` starts like `tail -f`, with the last 10. */
 const LIST_DEFAULT = 50;
 const TAIL_DEFAULT = 10;
+const collect = (v: string, prev: string[] | undefined): string[] => [...(prev ?? []), v];
 
 export function registerAlerts(program: Command): void {
   program
     .command('alerts')
-    .description('dead-letter alerts as JSON lines: the newest ones, or --follow to print the last 10 and keep listening (like tail -f)')
+    .description('alerts as JSON lines: the newest ones, or --follow to print the last 10 and keep listening (like tail -f)')
     .option('--follow', 'print the last alerts (10, or --limit), then each new one as it happens, until interrupted')
     .option('--since <id>', 'start after this alert id instead (replays every alert after it, with or without --follow)')
     .option(
       '--limit <n>',
       `how many past alerts: without --follow the newest ${LIST_DEFAULT} (or the first after --since; max 1000), with --follow the last ${TAIL_DEFAULT}`,
     )
+    .option(
+      '--action <action>',
+      `only these alerts, listed and followed; repeat it or separate with commas (${ALERT_ACTIONS.join(', ')})`,
+      collect,
+    )
     .option('-c, --config <file>', 'config file')
-    .action(async (o: GlobalOptions & { follow?: boolean; since?: string; limit?: string }) => {
+    .action(async (o: GlobalOptions & { follow?: boolean; since?: string; limit?: string; action?: string[] }) => {
       const since = o.since === undefined ? undefined : Number(o.since);
       if (since !== undefined && (!Number.isInteger(since) || since < 0))
         throw new ExitError(EXIT.usage, `--since: expected an alert id, got ${JSON.stringify(o.since)}`);
       const limit = o.limit === undefined ? undefined : positiveInt(o.limit, '--limit');
       if (limit !== undefined && limit > 1000) throw new ExitError(EXIT.usage, `--limit: at most 1000, got ${limit}`);
+      // Refused (exit 2, naming --action) before the database is opened.
+      const action = o.action === undefined ? undefined : parseAlertActions(o.action, '--action');
       await admin(o, async ({ pool, url, alertsChannel, log }) => {
         if (!o.follow) {
-          for (const a of await readAlerts(pool, { sinceId: since, limit: limit ?? LIST_DEFAULT })) if (!printJson(a)) break;
+          for (const a of await readAlerts(pool, { sinceId: since, limit: limit ?? LIST_DEFAULT, action })) if (!printJson(a)) break;
           return;
         }
         // SIGINT/SIGTERM, the parent exiting (npx) or a closed stdout (`| head`) end the follow,
@@ -192,6 +201,7 @@ export function registerAlerts(program: Command): void {
             channel: alertsChannel,
             sinceId: since,
             backlog: limit ?? TAIL_DEFAULT,
+            action,
             signal: stop.signal,
             onAlert: (a) => void printJson(a),
             log,
