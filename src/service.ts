@@ -16,6 +16,7 @@ import type { NewJob } from './queue/types.js';
 import { WorkerPool, type JobHandler } from './queue/worker.js';
 import { createDeliverHandler, logAttempt } from './webhook/deliver.js';
 import { AdaptiveLimits } from './webhook/adaptive-limits.js';
+import { EndpointStates } from './webhook/endpoint-state.js';
 import { deadLetterHook } from './webhook/dead-letter.js';
 import { WEBHOOK_JOB } from './webhook/job.js';
 import { EndpointAgents } from './webhook/agents.js';
@@ -51,6 +52,8 @@ export class Service {
   /** Prometheus metrics of this process, served on /metrics. */
   readonly metrics: Metrics;
   workers: WorkerPool | null = null;
+  /** The shared endpoint state as this process takes part in it (circuit breaker, pause, rate limits); null with jobs off. */
+  endpointStates: EndpointStates | null = null;
   outboxPump: OutboxPump | null = null;
   private endpointList: readonly Endpoint[];
   private endpointMap: ReadonlyMap<string, Endpoint>;
@@ -190,6 +193,16 @@ export class Service {
       log,
       onFannedOut: (topic, n) => this.metrics.jobsEnqueued(WEBHOOK_JOB, topic, n),
     });
+    const states = new EndpointStates({
+      pool: this.db.pool,
+      url: this.db.url,
+      channel: this.channels.endpoints,
+      alertsChannel: this.channels.alerts,
+      circuit: cfg.notify.webhook.circuit,
+      endpoints: () => this.endpointMap,
+      log,
+    });
+    this.endpointStates = states;
     this.workers = new WorkerPool({
       pool: this.db.pool,
       url: this.db.url,
@@ -199,6 +212,7 @@ export class Service {
         [WEBHOOK_JOB]: createDeliverHandler({
           endpoints: () => this.endpointMap,
           agentFor: this.agentFor,
+          isProbe: (id) => states.isProbe(id),
           recheckMs: Math.min(j.retry.base, 60_000),
           recheckMaxMs: j.retry.max,
           log,
@@ -213,8 +227,12 @@ export class Service {
       onDead,
       endpointLimits: () => this.limits.caps(),
       degraded: (ep) => this.limits.isDegraded(ep),
+      held: (ep) => states.isHeld(ep),
+      rates: () => states.rates(),
       onOutcome: (job, out) => {
-        if (job.endpoint !== null && job.type === WEBHOOK_JOB) this.limits.observe(job.endpoint, out);
+        if (job.endpoint === null || job.type !== WEBHOOK_JOB) return;
+        this.limits.observe(job.endpoint, out);
+        states.observe(job, out);
       },
       log,
       onFinished: (f, changed, next) => {
@@ -228,8 +246,10 @@ export class Service {
       const woken = await unparkJobs(this.db.pool, back);
       if (woken > 0) log.info({ event: 'jobs.unparked', jobs: woken }, 'jobs skipped for endpoints that are enabled now are due again');
     }
-    // Workers first: the outbox pump hands jobs to them from its first batch on.
+    // Workers first: the outbox pump hands jobs to them from its first batch on. The claim reads the
+    // endpoint state itself; the cache (for claim on dispatch) is filled before the pump starts.
     await this.workers.start();
+    await states.start(this.workers);
     await this.outboxPump.start();
     this.scheduler.start();
   }
@@ -240,7 +260,9 @@ export class Service {
    * still finishing) until stop().
    */
   async stopWork(): Promise<void> {
-    this.stoppingWork ??= Promise.all([this.outboxPump?.stop(), this.scheduler.stop(), this.workers?.stop()]).then(() => undefined);
+    this.stoppingWork ??= Promise.all([this.outboxPump?.stop(), this.scheduler.stop(), this.workers?.stop()])
+      .then(() => this.endpointStates?.stop())
+      .then(() => undefined);
     return this.stoppingWork;
   }
 

@@ -28,6 +28,7 @@ export function attemptArrays(items: ReadonlyArray<{ held: Held; attempt?: Attem
       duration_ms: Math.round(a.durationMs),
       response_body: a.responseBody,
       aborted: a.aborted === true,
+      probe: a.probe === true,
     });
   }
   if (rows.length === 0) return null;
@@ -36,11 +37,12 @@ export function attemptArrays(items: ReadonlyArray<{ held: Held; attempt?: Attem
   return {
     values: [JSON.stringify(rows)],
     cte: (n) => `, att as (
-      insert into webhook_attempts (job_id, lease_token, attempt, endpoint, status_code, error_kind, error, duration_ms, response_body, aborted, lease_lost)
-      select a.job_id, a.lease_token, a.attempt, a.endpoint, a.status_code, a.error_kind, a.error, a.duration_ms, a.response_body, a.aborted, upd.id is null
+      insert into webhook_attempts (job_id, lease_token, attempt, endpoint, status_code, error_kind, error, duration_ms, response_body, aborted, probe, lease_lost)
+      select a.job_id, a.lease_token, a.attempt, a.endpoint, a.status_code, a.error_kind, a.error, a.duration_ms, a.response_body, a.aborted, a.probe,
+        upd.id is null
       from json_to_recordset($${n}::json)
         as a(job_id uuid, lease_token uuid, attempt int, endpoint text, status_code int, error_kind text, error text, duration_ms int,
-             response_body text, aborted boolean)
+             response_body text, aborted boolean, probe boolean)
       left join upd on upd.id = a.job_id
       on conflict (job_id, lease_token) do nothing)`,
   };

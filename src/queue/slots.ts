@@ -19,6 +19,13 @@ export interface SlotLimits {
    * healthy ones however many of them there are.
    */
   degraded?: ((endpoint: string) => boolean) | undefined;
+  /**
+   * Endpoints whose jobs wait, as this process knows (an open circuit, paused, disabled): offered no
+   * slot and refused for claim on dispatch. The claim itself checks the shared state too.
+   */
+  held?: ((endpoint: string) => boolean) | undefined;
+  /** Rate limits per endpoint (deliveries/s); a rate-limited endpoint is claimed only, never on dispatch. */
+  rates?: (() => ReadonlyMap<string, number>) | undefined;
 }
 
 /** What one claim may take: application jobs, deliveries overall and per endpoint, and in all. */
@@ -29,6 +36,8 @@ export interface ClaimPlan {
   total: number;
   /** Free slots per endpoint; undefined without caps (any endpoint, up to `deliveries`). */
   endpoints: Map<string, number> | undefined;
+  /** Rate limits (deliveries per second, shared by every process) of the endpoints offered that have one. */
+  rates?: ReadonlyMap<string, number> | undefined;
 }
 
 /**
@@ -112,7 +121,9 @@ export class SlotBudget {
     if (caps) {
       endpoints = new Map();
       const degraded: string[] = [];
+      const held = this.limits.held;
       for (const [ep, max] of caps) {
+        if (held?.(ep)) continue;
         const n = Math.max(0, max - this.used(ep));
         if (n > 0 && this.limits.degraded?.(ep)) degraded.push(ep);
         else endpoints.set(ep, Math.min(n, deliveries));
@@ -128,7 +139,8 @@ export class SlotBudget {
       }
       for (const ep of unknown) if (!caps.has(ep)) endpoints.set(ep, deliveries);
     }
-    this.claim = { workers, deliveries, total, endpoints };
+    const rates = this.limits.rates?.();
+    this.claim = { workers, deliveries, total, endpoints, ...(rates && rates.size > 0 ? { rates } : {}) };
     return this.claim;
   }
 
@@ -147,6 +159,7 @@ export class SlotBudget {
       return true;
     }
     if (this.freeDeliveries() - pending(c?.deliveries ?? 0) <= 0) return false;
+    if (this.limits.held?.(endpoint) || (this.limits.rates?.().get(endpoint) ?? 0) > 0) return false;
     const cap = this.cap(endpoint);
     if (cap === undefined || this.used(endpoint) + Math.max(0, c?.endpoints?.get(endpoint) ?? 0) >= cap) return false;
     if (this.limits.degraded?.(endpoint) && this.degradedUsed() >= this.degradedHalf()) return false;

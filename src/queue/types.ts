@@ -66,6 +66,8 @@ export interface AttemptRecord {
   durationMs: number;
   responseBody: string | null;
   aborted?: boolean;
+  /** A circuit breaker's probe (docs/operations.md#circuit-breaker): a failed one spends no attempt. */
+  probe?: boolean;
 }
 
 export type JobOutcome =

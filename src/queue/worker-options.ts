@@ -30,6 +30,10 @@ export interface WorkerPoolOptions {
   endpointLimits?: () => ReadonlyMap<string, number>;
   /** Endpoints whose cap is below their max_in_flight: together they hold at most half the delivery budget. */
   degraded?: (endpoint: string) => boolean;
+  /** Endpoints whose jobs wait as this process knows (open circuit, paused, disabled): not offered in claims, no claim on dispatch. */
+  held?: (endpoint: string) => boolean;
+  /** Rate limits (deliveries/s across all processes) per endpoint; the claim spends their tokens. */
+  rates?: () => ReadonlyMap<string, number>;
   /** Told each outcome the moment a handler returns, before it is written (the adaptive limits). */
   onOutcome?: (job: ClaimedJob, outcome: JobOutcome) => void;
   log?: Logger;

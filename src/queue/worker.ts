@@ -64,6 +64,8 @@ export class WorkerPool {
   /** When the due index was last read after a short claim. */
   private dueReadAt = -Infinity;
   private discoveredAt = -Infinity;
+  /** Per rate-limited endpoint: claims in a row that found nothing for it (its retry wait doubles). */
+  private readonly rateIdle = new Map<string, number>();
   private readonly timers: ClaimTimers;
   private readonly heartbeat: Heartbeat;
   private loopDone: Promise<void> = Promise.resolve();
@@ -79,6 +81,8 @@ export class WorkerPool {
       deliveries: opts.deliveries,
       caps: opts.endpointLimits,
       degraded: opts.degraded,
+      held: opts.held,
+      rates: opts.rates,
     });
     this.flusher = new Flusher({
       pool: opts.pool,
@@ -156,6 +160,18 @@ export class WorkerPool {
       return;
     }
     for (const job of jobs) this.run(job, true);
+  }
+
+  /**
+   * Run a job this pool's worker id has claimed outside the claim loop (a circuit breaker's probe,
+   * claimProbes), on a slot taken now. After stop() began it is handed back at once, attempt unspent.
+   */
+  runClaimed(job: ClaimedJob): void {
+    if (this.stopping) {
+      void releaseJobs(this.opts.pool, [{ held: { id: job.id, leaseToken: job.leaseToken }, delayMs: 0 }]).catch(() => undefined);
+      return;
+    }
+    this.run(job);
   }
 
   async start(): Promise<void> {
@@ -251,6 +267,7 @@ export class WorkerPool {
         // Short because an endpoint used up its slots (not because the queue is empty): its next
         // finished job frees a slot, and that is the moment to claim again.
         this.slotBound = slotsUsedUp(plan.endpoints, jobs);
+        this.rateWait(plan, jobs);
         // Held back by a cap, the capped endpoint's next finished job is what frees its work, but
         // another endpoint's job may fall due before: look at the due index then too, at most every
         // 250 ms (a capped endpoint is claimed again every few finished jobs).
@@ -265,6 +282,29 @@ export class WorkerPool {
         }
       }
     }
+  }
+
+  /**
+   * A rate-limited endpoint that got fewer jobs than it had slots may have run out of tokens, not
+   * of jobs: claim again when its next token is due (1/rate). One that got none may simply have no
+   * jobs, so its wait doubles each time up to the poll interval (new jobs send a NOTIFY anyway).
+   */
+  private rateWait(plan: ClaimPlan, jobs: readonly ClaimedJob[]): void {
+    const rates = plan.rates;
+    if (!rates || !plan.endpoints) return;
+    const got = new Map<string, number>();
+    for (const j of jobs) if (j.endpoint !== null) got.set(j.endpoint, (got.get(j.endpoint) ?? 0) + 1);
+    let wait = Infinity;
+    for (const [ep, rate] of rates) {
+      const offered = plan.endpoints.get(ep) ?? 0;
+      if (rate <= 0 || offered <= 0) continue;
+      const k = got.get(ep) ?? 0;
+      if (k >= offered) continue;
+      const idle = k > 0 ? 0 : Math.min(6, (this.rateIdle.get(ep) ?? 0) + 1);
+      this.rateIdle.set(ep, idle);
+      wait = Math.min(wait, Math.min(this.opts.pollMs, Math.max(5, 1000 / rate) * 2 ** Math.max(0, idle - 1)));
+    }
+    if (wait < Infinity) this.timers.due(wait);
   }
 
   /** Start a held job; `counted` when its endpoint slot was already taken by reserve(). */

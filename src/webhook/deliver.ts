@@ -18,6 +18,8 @@ export interface DeliverOptions {
   agentFor: (ep: Endpoint) => Dispatcher;
   /** How long a job with an unknown or disabled endpoint first waits before it looks again. */
   recheckMs: number;
+  /** Is this job a circuit breaker's probe? A failed probe is handed back without spending its attempt. */
+  isProbe?: (jobId: string) => boolean;
   /** The longest wait between looks (never below recheckMs): each wait is as long as the job has been skipped, up to this. */
   recheckMaxMs: number;
   log: Logger;
@@ -67,6 +69,11 @@ export function createDeliverHandler(opts: DeliverOptions): OutcomeHandler {
       responseBody: sent.responseBody,
       aborted: o.kind === 'retry' && o.errorKind === 'aborted',
     };
+    if (opts.isProbe?.(job.id)) {
+      attempt.probe = true;
+      // The endpoint is still down: the job waits for the next probe with its attempt unspent.
+      if (o.kind === 'retry' && !attempt.aborted) return { kind: 'release', delayMs: 0, error: `probe failed: ${o.message}`, attempt };
+    }
     if (o.kind === 'delivered') return { kind: 'complete', attempt };
     if (o.kind === 'permanent') return { kind: 'permanent', error: o.message, attempt };
     return { kind: 'retry', error: o.message, attempt, ...(o.retryAfterMs !== undefined ? { retryAfterMs: o.retryAfterMs } : {}) };

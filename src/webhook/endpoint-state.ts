@@ -1,0 +1,610 @@
+import type pg from 'pg';
+import type { Config, Endpoint } from '../config/index.js';
+import { Listener } from '../db/listener.js';
+import { coerceError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { raiseEndpointAlert } from '../admin/endpoint-alerts.js';
+import { claimProbes } from '../queue/transitions.js';
+import type { ClaimedJob, JobOutcome } from '../queue/types.js';
+import { circuitSignal } from './circuit-signal.js';
+import { WEBHOOK_JOB } from './job.js';
+
+export type CircuitConfig = Config['notify']['webhook']['circuit'];
+export type CircuitState = 'closed' | 'open' | 'half_open';
+
+/** A probe still running this long after its attempt timeout sends the circuit back to open. */
+export const PROBE_MARGIN_MS = 5_000;
+
+/** What a process needs from its worker pool to run a probe. */
+export interface ProbeRunner {
+  readonly workerId: string;
+  readonly leaseMs: number;
+  runClaimed(job: ClaimedJob): void;
+  wake(fresh?: boolean): void;
+}
+
+/** One endpoint's shared state as this process last read it (times on this process's clock). */
+interface Cached {
+  circuit: CircuitState;
+  paused: boolean;
+  nextProbeAt: number | null;
+  probeDeadline: number | null;
+  openedAt: number | null;
+  openAlertId: number | null;
+}
+
+/** Outcomes of one endpoint since the last flush. */
+interface Delta {
+  ok: number;
+  bad: number;
+  /** Failures after the last success in this delta (all of them when there was none). */
+  trailing: number;
+  err: string | null;
+  probeJob: string | null;
+  probeOk: boolean | null;
+}
+
+interface StateRow {
+  endpoint: string;
+  circuit: CircuitState;
+  paused: boolean;
+  next_probe_ms: number | null;
+  probe_deadline_ms: number | null;
+  opened_ms: number | null;
+  open_alert_id: string | null;
+  db_now_ms: number;
+}
+
+interface FlushRow {
+  endpoint: string;
+  old_circuit: CircuitState;
+  circuit: CircuitState;
+  consecutive_failures: number;
+  cooldown_ms: number | null;
+  last_error: string | null;
+}
+
+export interface EndpointStatesOptions {
+  pool: pg.Pool;
+  /** For the LISTEN connection. */
+  url: string;
+  /** NOTIFY channel naming an endpoint whose row changed. */
+  channel: string;
+  alertsChannel: string;
+  circuit: CircuitConfig;
+  endpoints: () => ReadonlyMap<string, Endpoint>;
+  log: Logger;
+  /** Re-read the shared state at least this often (the cache is never staler). Default 1 s. */
+  refreshMs?: number;
+  /** Outcomes are written at most this long after they happen. Default 100 ms. */
+  flushMs?: number;
+}
+
+const STATE_COLUMNS = `endpoint, circuit, paused,
+  extract(epoch from next_probe_at)::float8 * 1000 as next_probe_ms,
+  extract(epoch from probe_deadline)::float8 * 1000 as probe_deadline_ms,
+  extract(epoch from opened_at)::float8 * 1000 as opened_ms, open_alert_id,
+  extract(epoch from now())::float8 * 1000 as db_now_ms`;
+
+/**
+ * One flush: every endpoint's outcomes since the last one, in one statement, rows locked in name
+ * order. The failure-rate window starts at a failure, so a closed endpoint that only succeeds is
+ * never written; a row is written only when a value changes. It opens a closed circuit at the
+ * failure threshold or rate; settles a half-open one on its probe's outcome (success: closed and
+ * reset; failure: open again with the cool-down doubled up to its maximum).
+ */
+const FLUSH_SQL = `with d as (
+    select * from unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::text[], $6::uuid[], $7::boolean[])
+      as d(ep, ok, bad, tail, err, probe_job, probe_ok)),
+  cur as (select s.* from endpoint_state s where s.endpoint in (select ep from d) order by s.endpoint for update),
+  w as (
+    select c.*, d.ok, d.bad, d.err, d.probe_ok,
+      (c.circuit = 'half_open' and d.probe_job is not null and d.probe_job = c.probe_job_id and d.probe_ok is not null) as probed,
+      case when d.ok > 0 then d.tail else c.consecutive_failures + d.bad end as cf,
+      (c.window_started_at is not null and c.window_started_at > now() - $11::float8 * interval '1 millisecond') as in_window
+    from cur c join d on d.ep = c.endpoint),
+  x as (
+    select w.*,
+      case when w.in_window then w.window_started_at when w.bad > 0 then now() end as ws,
+      case when w.in_window then w.window_attempts + w.ok + w.bad when w.bad > 0 then w.ok + w.bad else 0 end as wa,
+      case when w.in_window then w.window_failures + w.bad when w.bad > 0 then w.bad else 0 end as wf
+    from w),
+  n as (
+    select x.*,
+      case
+        when x.probed and x.probe_ok then 'closed'
+        when x.probed then 'open'
+        when x.circuit = 'closed' and $15::boolean and (x.cf >= $8::int or (x.wa >= $10::int and x.wf >= $9::float8 * x.wa)) then 'open'
+        else x.circuit end as nc
+    from x),
+  v as (
+    select n.endpoint, n.circuit as old_circuit, n.nc,
+      case when n.nc = 'closed' and n.circuit <> 'closed' then 0 else n.cf end as cf,
+      case when n.nc = 'closed' and n.circuit <> 'closed' then null else n.ws end as ws,
+      case when n.nc = 'closed' and n.circuit <> 'closed' then 0 else n.wa end as wa,
+      case when n.nc = 'closed' and n.circuit <> 'closed' then 0 else n.wf end as wf,
+      case when n.nc = n.circuit then n.cooldown_ms
+           when n.nc = 'open' and n.circuit = 'closed' then $12::int
+           when n.nc = 'open' then least(coalesce(n.cooldown_ms, $12::int) * 2, $13::int) end as cd,
+      coalesce(n.err, n.last_error) as le,
+      case when n.err is not null then now() else n.last_error_at end as lea
+    from n),
+  upd as (
+    update endpoint_state s set
+      circuit = v.nc,
+      circuit_since = case when v.nc <> v.old_circuit then now() else s.circuit_since end,
+      opened_at = case when v.nc = 'closed' then null when v.old_circuit = 'closed' then now() else s.opened_at end,
+      next_probe_at = case when v.nc = 'open' and v.nc <> v.old_circuit then now() + v.cd * interval '1 millisecond'
+                           when v.nc = 'closed' then null else s.next_probe_at end,
+      cooldown_ms = v.cd,
+      probe_job_id = case when v.nc = 'half_open' then s.probe_job_id end,
+      probe_deadline = case when v.nc = 'half_open' then s.probe_deadline end,
+      consecutive_failures = v.cf, window_started_at = v.ws, window_attempts = v.wa, window_failures = v.wf,
+      last_error = v.le, last_error_at = v.lea, updated_at = now()
+    from v
+    where s.endpoint = v.endpoint
+      and (v.nc, v.cf, v.ws, v.wa, v.wf, v.cd, v.le, v.lea) is distinct from
+          (s.circuit, s.consecutive_failures, s.window_started_at, s.window_attempts, s.window_failures, s.cooldown_ms, s.last_error, s.last_error_at)
+    returning s.endpoint, v.old_circuit, s.circuit, s.consecutive_failures, s.cooldown_ms, s.last_error)
+  select upd.*, case when upd.circuit <> upd.old_circuit then pg_notify($14::text, upd.endpoint) end is null as _n from upd`;
+
+/**
+ * Endpoint state shared through PostgreSQL (docs/operations.md#circuit-breaker), as one process
+ * takes part in it:
+ * - a cache of the rows that hold jobs (open, half-open, paused), re-read every second and at
+ *   once on a NOTIFY, which the worker pool's claim plans and claim on dispatch obey (the claim
+ *   statement also checks the table itself);
+ * - the outcomes of this process's attempts, folded per endpoint and written in one statement at
+ *   most every 100 ms (at once when a probe settles or this process alone has seen the failure
+ *   threshold, which also holds the endpoint here until the row says what it is);
+ * - a tick that claims a probe for an open endpoint whose cool-down is over, sends a half-open
+ *   circuit whose probe outlived its deadline back to open, and raises the "open too long" and
+ *   recovery alerts, each exactly once across processes (the row lock decides who raises it).
+ */
+export class EndpointStates {
+  private cache = new Map<string, Cached>();
+  private readonly deltas = new Map<string, Delta>();
+  /** Failures in a row seen here since the last flush answered: at the threshold, the endpoint is held here at once. */
+  private readonly localFailures = new Map<string, number>();
+  /** Probe job id -> endpoint, for jobs this process claimed as probes. */
+  private readonly probes = new Map<string, string>();
+  private runner: ProbeRunner | null = null;
+  private listener: Listener | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private flushTimer: NodeJS.Timeout | null = null;
+  private flushing: Promise<void> | null = null;
+  private ticking = false;
+  private lastRefresh = -Infinity;
+  private refreshWanted = true;
+  private stopped = false;
+
+  constructor(private readonly opts: EndpointStatesOptions) {}
+
+  private get circuitOn(): boolean {
+    return this.opts.circuit.enabled;
+  }
+
+  /** Jobs of this endpoint wait here now: disabled in config, paused, its circuit not closed, or tripped here. */
+  isHeld(endpoint: string): boolean {
+    const ep = this.opts.endpoints().get(endpoint);
+    if (ep && !ep.enabled) return true;
+    const s = this.cache.get(endpoint);
+    if (s && (s.paused || s.circuit !== 'closed')) return true;
+    return this.circuitOn && (this.localFailures.get(endpoint) ?? 0) >= this.opts.circuit.failure_threshold;
+  }
+
+  /** Is this job a probe this process claimed? (Its failure hands the job back unspent.) */
+  isProbe(jobId: string): boolean {
+    return this.probes.has(jobId);
+  }
+
+  /** Rate limits per endpoint (deliveries/s), for the claim. */
+  rates(): ReadonlyMap<string, number> {
+    const out = new Map<string, number>();
+    for (const [name, ep] of this.opts.endpoints()) if (ep.rate_limit > 0) out.set(name, ep.rate_limit);
+    return out;
+  }
+
+  /** The circuit state of one endpoint as cached here (closed when it has no row that holds jobs). */
+  circuitOf(endpoint: string): CircuitState {
+    return this.cache.get(endpoint)?.circuit ?? 'closed';
+  }
+
+  /** Feed one finished attempt; called for every webhook outcome before it is written. */
+  observe(job: ClaimedJob, outcome: JobOutcome): void {
+    const endpoint = job.endpoint;
+    if (endpoint === null || job.type !== WEBHOOK_JOB) return;
+    const probeOf = this.probes.get(job.id);
+    if (probeOf !== undefined) this.probes.delete(job.id);
+    if (!this.circuitOn) return;
+    let signal = circuitSignal(outcome);
+    // A probe that got any answer (a 429 too) found the receiver up.
+    const a = outcome.attempt;
+    if (probeOf !== undefined && signal === null && a && !a.aborted && a.statusCode !== null) signal = 'success';
+    if (signal === null && probeOf === undefined) return;
+    const d = this.deltas.get(endpoint) ?? { ok: 0, bad: 0, trailing: 0, err: null, probeJob: null, probeOk: null };
+    if (signal === 'success') {
+      d.ok++;
+      d.trailing = 0;
+      this.localFailures.set(endpoint, 0);
+    } else if (signal === 'failure') {
+      d.bad++;
+      d.trailing++;
+      d.err = outcome.attempt?.error ?? outcome.attempt?.errorKind ?? null;
+      this.localFailures.set(endpoint, (this.localFailures.get(endpoint) ?? 0) + 1);
+    }
+    let now = false;
+    if (probeOf !== undefined) {
+      // A probe that says nothing (aborted at shutdown) settles nothing: its deadline will.
+      if (signal !== null) {
+        d.probeJob = job.id;
+        d.probeOk = signal === 'success';
+      }
+      now = true;
+    }
+    this.deltas.set(endpoint, d);
+    if (now || (this.localFailures.get(endpoint) ?? 0) >= this.opts.circuit.failure_threshold) this.flushSoon(0);
+    else this.flushSoon(this.opts.flushMs ?? 100);
+  }
+
+  /** Make sure every configured endpoint has its row, listen for changes, start the tick. */
+  async start(runner: ProbeRunner | null): Promise<void> {
+    this.runner = runner;
+    const names = [...this.opts.endpoints().keys()].toSorted();
+    if (names.length > 0) {
+      await this.opts.pool.query(
+        `insert into endpoint_state (endpoint) select unnest($1::text[]) order by 1 on conflict (endpoint) do nothing`,
+        [names],
+      );
+    }
+    this.listener = new Listener({
+      url: this.opts.url,
+      channels: [this.opts.channel],
+      log: this.opts.log,
+      onNotify: () => this.refreshSoon(),
+      onReconnect: () => this.refreshSoon(),
+    });
+    await this.listener.start();
+    await this.refresh().catch(() => undefined);
+    this.schedule(0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    await this.flushing;
+    if (this.deltas.size > 0) await this.flush().catch(() => undefined);
+    await this.listener?.close();
+  }
+
+  private refreshSoon(): void {
+    this.refreshWanted = true;
+    this.schedule(0);
+  }
+
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.tick(), ms);
+  }
+
+  private flushSoon(ms: number): void {
+    if (this.stopped || this.flushing) return;
+    if (this.flushTimer && ms > 0) return;
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    this.flushTimer = setTimeout(() => {
+      this.flushTimer = null;
+      this.flushing = this.flush()
+        .catch((err: unknown) => {
+          this.opts.log.warn(
+            { event: 'endpoint.state_write_error', err: coerceError(err).message },
+            'writing endpoint state failed; retrying',
+          );
+        })
+        .finally(() => {
+          this.flushing = null;
+          if (this.deltas.size > 0) this.flushSoon(this.opts.flushMs ?? 100);
+        });
+    }, ms);
+  }
+
+  /** Write the outcomes folded since the last flush (on failure they are folded back in). */
+  private async flush(): Promise<void> {
+    if (this.deltas.size === 0) return;
+    const batch = [...this.deltas].toSorted(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    this.deltas.clear();
+    const c = this.opts.circuit;
+    let rows: FlushRow[];
+    try {
+      const res = await this.opts.pool.query<FlushRow>({
+        name: 'acw_endpoint_flush',
+        text: FLUSH_SQL,
+        values: [
+          batch.map(([ep]) => ep),
+          batch.map(([, d]) => d.ok),
+          batch.map(([, d]) => d.bad),
+          batch.map(([, d]) => d.trailing),
+          batch.map(([, d]) => d.err),
+          batch.map(([, d]) => d.probeJob),
+          batch.map(([, d]) => d.probeOk),
+          c.failure_threshold,
+          c.failure_rate,
+          c.min_attempts,
+          c.window,
+          Math.min(c.cooldown, 2 ** 31 - 1),
+          Math.min(c.cooldown_max, 2 ** 31 - 1),
+          this.opts.channel,
+          c.enabled,
+        ],
+      });
+      rows = res.rows;
+    } catch (err) {
+      for (const [ep, d] of batch) this.merge(ep, d);
+      throw err;
+    }
+    // Written: what this process alone had counted is in the row now.
+    for (const [ep] of batch) this.localFailures.delete(ep);
+    let changed = false;
+    for (const r of rows) {
+      if (r.circuit === r.old_circuit) continue;
+      changed = true;
+      const base = { endpoint: r.endpoint, from: r.old_circuit, to: r.circuit };
+      if (r.circuit === 'open') {
+        this.opts.log.warn(
+          {
+            event: 'endpoint.circuit_opened',
+            ...base,
+            consecutive_failures: r.consecutive_failures,
+            cooldown_ms: r.cooldown_ms,
+            last_error: r.last_error,
+          },
+          r.old_circuit === 'half_open'
+            ? `endpoint ${r.endpoint}: probe failed, circuit open again`
+            : `endpoint ${r.endpoint}: circuit opened`,
+        );
+      } else if (r.circuit === 'closed') {
+        this.opts.log.info({ event: 'endpoint.circuit_closed', ...base }, `endpoint ${r.endpoint}: probe succeeded, circuit closed`);
+      }
+      this.applyLocally(r.endpoint, r.circuit);
+    }
+    if (changed) this.refreshSoon();
+  }
+
+  private merge(ep: string, d: Delta): void {
+    const cur = this.deltas.get(ep);
+    if (!cur) {
+      this.deltas.set(ep, d);
+      return;
+    }
+    // Older outcomes go first: the newer delta's trailing failures stand if it had a success.
+    cur.trailing = cur.ok > 0 ? cur.trailing : d.trailing + cur.trailing;
+    cur.ok += d.ok;
+    cur.bad += d.bad;
+    cur.err ??= d.err;
+    cur.probeJob ??= d.probeJob;
+    cur.probeOk ??= d.probeOk;
+  }
+
+  /** What a flush just changed, before the next read of the table confirms it. */
+  private applyLocally(endpoint: string, circuit: CircuitState): void {
+    const prev = this.cache.get(endpoint);
+    if (circuit === 'closed' && prev && !prev.paused && prev.openAlertId === null) {
+      this.cache.delete(endpoint);
+    } else {
+      this.cache.set(endpoint, {
+        circuit,
+        paused: prev?.paused ?? false,
+        nextProbeAt: prev?.nextProbeAt ?? null,
+        probeDeadline: null,
+        openedAt: prev?.openedAt ?? null,
+        openAlertId: prev?.openAlertId ?? null,
+      });
+    }
+    // A closed circuit frees its backlog; an open one frees nothing but is cheap to tell.
+    this.runner?.wake(true);
+  }
+
+  /** Re-read the rows that hold jobs or owe an alert. */
+  private async refresh(): Promise<void> {
+    this.refreshWanted = false;
+    this.lastRefresh = Date.now();
+    const res = await this.opts.pool.query<StateRow>(
+      `select ${STATE_COLUMNS} from endpoint_state where circuit <> 'closed' or paused or open_alert_id is not null`,
+    );
+    const localNow = Date.now();
+    const next = new Map<string, Cached>();
+    const local = (ms: number | null, dbNow: number): number | null => (ms === null ? null : ms - (dbNow - localNow));
+    for (const r of res.rows) {
+      next.set(r.endpoint, {
+        circuit: r.circuit,
+        paused: r.paused,
+        nextProbeAt: local(r.next_probe_ms, r.db_now_ms),
+        probeDeadline: local(r.probe_deadline_ms, r.db_now_ms),
+        openedAt: local(r.opened_ms, r.db_now_ms),
+        openAlertId: r.open_alert_id === null ? null : Number(r.open_alert_id),
+      });
+    }
+    const freed = [...this.cache].some(([ep, s]) => (s.paused || s.circuit !== 'closed') && !isHolding(next.get(ep)));
+    this.cache = next;
+    if (freed) this.runner?.wake(true);
+  }
+
+  private async tick(): Promise<void> {
+    this.timer = null;
+    if (this.stopped || this.ticking) return;
+    this.ticking = true;
+    try {
+      const refreshMs = this.opts.refreshMs ?? 1_000;
+      if (this.refreshWanted || Date.now() - this.lastRefresh >= refreshMs) await this.refresh();
+      await this.probe();
+      await this.expireProbes();
+      await this.raiseAlerts();
+    } catch (err) {
+      this.opts.log.warn({ event: 'endpoint.state_read_error', err: coerceError(err).message }, 'reading endpoint state failed; retrying');
+    } finally {
+      this.ticking = false;
+      this.schedule(this.nextTickIn());
+    }
+  }
+
+  /** Until the next refresh, or sooner when a probe, a deadline or an alert falls due. */
+  private nextTickIn(): number {
+    const now = Date.now();
+    let at = this.lastRefresh + (this.opts.refreshMs ?? 1_000);
+    for (const s of this.cache.values()) {
+      if (s.circuit === 'open' && !s.paused && s.nextProbeAt !== null) at = Math.min(at, s.nextProbeAt);
+      if (s.circuit === 'half_open' && s.probeDeadline !== null) at = Math.min(at, s.probeDeadline);
+      if (s.circuit !== 'closed' && s.openAlertId === null && s.openedAt !== null)
+        at = Math.min(at, s.openedAt + this.opts.circuit.alert_after);
+    }
+    return Math.max(10, at - now + 5);
+  }
+
+  /** Claim one probe for each open endpoint configured (and enabled) here whose cool-down is over. */
+  private async probe(): Promise<void> {
+    const runner = this.runner;
+    if (!runner) return;
+    const eps = this.opts.endpoints();
+    const now = Date.now();
+    const due: Array<{ name: string; deadlineMs: number }> = [];
+    for (const [name, s] of this.cache) {
+      const ep = eps.get(name);
+      if (!ep || !ep.enabled || s.circuit !== 'open' || s.paused || s.nextProbeAt === null || s.nextProbeAt > now) continue;
+      due.push({ name, deadlineMs: ep.timeout + PROBE_MARGIN_MS });
+    }
+    if (due.length === 0) return;
+    const jobs = await claimProbes(this.opts.pool, {
+      workerId: runner.workerId,
+      leaseMs: runner.leaseMs,
+      type: WEBHOOK_JOB,
+      endpoints: due,
+      channel: this.opts.channel,
+    });
+    for (const job of jobs) {
+      this.probes.set(job.id, job.endpoint ?? '');
+      const s = this.cache.get(job.endpoint ?? '');
+      if (s) s.circuit = 'half_open';
+      this.opts.log.info(
+        { event: 'endpoint.probe', endpoint: job.endpoint, job_id: job.id },
+        `endpoint ${job.endpoint}: probing with one delivery`,
+      );
+      runner.runClaimed(job);
+    }
+    // Endpoints with nothing due stay open and are looked at again at the next refresh.
+    for (const d of due) {
+      const s = this.cache.get(d.name);
+      if (s && s.circuit === 'open') s.nextProbeAt = now + (this.opts.refreshMs ?? 1_000);
+    }
+  }
+
+  /** A half-open circuit whose probe outlived its deadline (its worker died or hung) is open again. */
+  private async expireProbes(): Promise<void> {
+    const now = Date.now();
+    const late = [...this.cache]
+      .filter(([, s]) => s.circuit === 'half_open' && s.probeDeadline !== null && s.probeDeadline <= now)
+      .map(([n]) => n);
+    if (late.length === 0) return;
+    const c = this.opts.circuit;
+    const res = await this.opts.pool.query<{ endpoint: string; cooldown_ms: number }>(
+      `with late as (
+         select endpoint from endpoint_state where endpoint = any($1::text[]) and circuit = 'half_open' and probe_deadline <= now()
+         order by endpoint for update skip locked)
+       update endpoint_state s set circuit = 'open', circuit_since = now(),
+         cooldown_ms = least(coalesce(s.cooldown_ms, $2::int) * 2, $3::int),
+         next_probe_at = now() + least(coalesce(s.cooldown_ms, $2::int) * 2, $3::int) * interval '1 millisecond',
+         probe_job_id = null, probe_deadline = null, updated_at = now()
+       from late where s.endpoint = late.endpoint
+       returning s.endpoint, s.cooldown_ms, pg_notify($4, s.endpoint) is null as _n`,
+      [late.toSorted(), Math.min(c.cooldown, 2 ** 31 - 1), Math.min(c.cooldown_max, 2 ** 31 - 1), this.opts.channel],
+    );
+    for (const r of res.rows) {
+      this.opts.log.warn(
+        {
+          event: 'endpoint.circuit_opened',
+          endpoint: r.endpoint,
+          from: 'half_open',
+          to: 'open',
+          reason: 'probe_deadline',
+          cooldown_ms: r.cooldown_ms,
+        },
+        `endpoint ${r.endpoint}: probe outlived its deadline, circuit open again`,
+      );
+    }
+    if (res.rows.length > 0) await this.refresh();
+  }
+
+  /**
+   * An endpoint open longer than alert_after raises one alert; once closed again, one recovery
+   * alert if the first was raised. Each happens in the transaction that marks the row, so exactly once.
+   */
+  private async raiseAlerts(): Promise<void> {
+    const now = Date.now();
+    const after = this.opts.circuit.alert_after;
+    const owed = [...this.cache].filter(
+      ([, s]) =>
+        (s.circuit !== 'closed' && s.openAlertId === null && s.openedAt !== null && s.openedAt + after <= now) ||
+        (s.circuit === 'closed' && s.openAlertId !== null),
+    );
+    if (owed.length === 0) return;
+    for (const [name] of owed.toSorted(([a], [b]) => (a < b ? -1 : 1))) {
+      const client = await this.opts.pool.connect();
+      try {
+        await client.query('begin');
+        const row = await client.query<{
+          circuit: CircuitState;
+          open_alert_id: string | null;
+          opened_at: Date | null;
+          last_error: string | null;
+          consecutive_failures: number;
+          open_for_ms: number | null;
+        }>(
+          `select circuit, open_alert_id, opened_at, last_error, consecutive_failures,
+             (extract(epoch from now() - opened_at) * 1000)::float8 as open_for_ms
+           from endpoint_state where endpoint = $1 for update skip locked`,
+          [name],
+        );
+        const r = row.rows[0];
+        if (r && r.circuit !== 'closed' && r.open_alert_id === null && r.open_for_ms !== null && r.open_for_ms >= after) {
+          const id = await raiseEndpointAlert(client, this.opts.alertsChannel, {
+            action: 'endpoint.circuit_opened',
+            endpoint: name,
+            details: {
+              opened_at: r.opened_at?.toISOString() ?? null,
+              open_for_ms: Math.round(r.open_for_ms),
+              last_error: r.last_error,
+              consecutive_failures: r.consecutive_failures,
+            },
+          });
+          await client.query(`update endpoint_state set open_alert_id = $2, updated_at = now() where endpoint = $1`, [name, id]);
+          this.opts.log.warn(
+            { event: 'endpoint.alert', endpoint: name, action: 'endpoint.circuit_opened', alert_id: id },
+            `endpoint ${name} has been down since ${r.opened_at?.toISOString()}`,
+          );
+        } else if (r && r.circuit === 'closed' && r.open_alert_id !== null) {
+          const id = await raiseEndpointAlert(client, this.opts.alertsChannel, {
+            action: 'endpoint.circuit_closed',
+            endpoint: name,
+            details: { open_alert_id: Number(r.open_alert_id) },
+          });
+          await client.query(`update endpoint_state set open_alert_id = null, updated_at = now() where endpoint = $1`, [name]);
+          this.opts.log.info(
+            { event: 'endpoint.alert', endpoint: name, action: 'endpoint.circuit_closed', alert_id: id },
+            `endpoint ${name} has recovered`,
+          );
+        }
+        await client.query('commit');
+      } catch (err) {
+        await client.query('rollback').catch(() => undefined);
+        throw err;
+      } finally {
+        client.release();
+      }
+    }
+    await this.refresh();
+  }
+}
+
+function isHolding(s: Cached | undefined): boolean {
+  return s !== undefined && (s.paused || s.circuit !== 'closed');
+}

@@ -1,0 +1,320 @@
+// The circuit breaker against real receivers that go away (docs/operations.md#circuit-breaker):
+// an endpoint that refuses connections costs a bounded number of attempts, none of its jobs goes
+// dead, and everything arrives once it listens again. Short cool-downs from config.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { enqueueJobs } from '../../src/queue/transitions.js';
+import { WEBHOOK_JOB, buildBody, type DeliverPayload } from '../../src/webhook/job.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { waitFor } from '../helpers/logs.js';
+import { startReceiver } from '../helpers/receiver.js';
+import { startTestService } from '../helpers/service.js';
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db.drop();
+});
+
+const SECRET = 'circuit-secret';
+
+/** `n` webhook jobs of one endpoint, as the fan-out would insert them. */
+const deliveries = (name: string, n: number, maxAttempts = 6) =>
+  Array.from({ length: n }, (_, i) => ({
+    type: WEBHOOK_JOB,
+    payload: {
+      topic: 'down.test',
+      body: buildBody({ id: crypto.randomUUID(), topic: 'down.test', occurredAt: new Date(), data: { i } }),
+    } satisfies DeliverPayload,
+    maxAttempts,
+    endpoint: name,
+  }));
+
+/** A port nothing listens on (taken from a server that is closed again). */
+async function closedPort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const { port } = s.address() as AddressInfo;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+/** A receiver on a given port that answers 200 and records the job ids it got. */
+async function listenOn(port: number, got: string[]): Promise<Server> {
+  const s = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      got.push(String(req.headers['x-acw-event-id'] ?? req.headers['webhook-id'] ?? ''));
+      res.end('ok');
+    });
+  });
+  await new Promise<void>((r) => s.listen(port, '127.0.0.1', r));
+  return s;
+}
+
+async function counts(name: string) {
+  const r = await db.pool.query<{ attempts: number; probes: number; dead: number; pending: number; completed: number }>(
+    `select (select count(*)::int from webhook_attempts where endpoint = $1 and not probe and not aborted) as attempts,
+            (select count(*)::int from webhook_attempts where endpoint = $1 and probe) as probes,
+            (select count(*)::int from jobs where endpoint = $1 and status = 'dead') as dead,
+            (select count(*)::int from jobs where endpoint = $1 and status = 'pending') as pending,
+            (select count(*)::int from jobs where endpoint = $1 and status = 'completed') as completed`,
+    [name],
+  );
+  return r.rows[0]!;
+}
+
+describe('circuit breaker', () => {
+  it('a dead endpoint costs at most threshold + in-flight + probes over 20 cool-downs; all 1,000 arrive once it listens', async () => {
+    const port = await closedPort();
+    const threshold = 10;
+    const inFlight = 16;
+    const { svc, lines } = await startTestService(db, {
+      jobs: { max_attempts: 6, retry: { base: '20ms', max: '100ms', jitter: 0 } },
+      notify: {
+        webhook: {
+          max_in_flight: inFlight,
+          circuit: { failure_threshold: threshold, cooldown: '100ms', cooldown_max: '400ms', alert_after: '1s' },
+          max_age: '1h',
+          endpoints: [{ name: 'down', url: `http://127.0.0.1:${port}/hook`, secret: SECRET, topics: ['*'], timeout: '2s' }],
+        },
+      },
+    });
+    let server: Server | null = null;
+    try {
+      await enqueueJobs(db.pool, deliveries('down', 1000), svc.channels.jobs);
+      // Opened, then probed again and again: wait for 20 failed probes (cool-downs of 100..400 ms).
+      await waitFor(async () => ((await counts('down')).probes >= 20 ? true : null), 30_000, 100);
+      const held = await counts('down');
+      expect(held.dead).toBe(0);
+      expect(held.attempts).toBeGreaterThanOrEqual(threshold);
+      expect(held.attempts).toBeLessThanOrEqual(threshold + inFlight);
+      expect(held.pending + held.completed).toBe(1000);
+      expect(lines.filter((l) => l.event === 'endpoint.circuit_opened').length).toBeGreaterThanOrEqual(20);
+      // Open for over alert_after: exactly one alert so far.
+      await waitFor(async () => {
+        const a = await db.pool.query(`select 1 from audit_log where action = 'endpoint.circuit_opened' and target_id = 'down'`);
+        return a.rowCount === 1 ? true : null;
+      });
+      // Failed probes were handed back unspent: no job has more attempts than its real tries.
+      const spent = await db.pool.query<{ n: number }>(`select coalesce(sum(attempts), 0)::int as n from jobs where endpoint = 'down'`);
+      expect(spent.rows[0]!.n).toBe(held.attempts);
+
+      const got: string[] = [];
+      server = await listenOn(port, got);
+      await waitFor(async () => ((await counts('down')).completed === 1000 ? true : null), 30_000, 100);
+      expect(new Set(got).size).toBe(1000);
+      expect(got.length).toBe(1000);
+      const after = await counts('down');
+      expect(after.dead).toBe(0);
+      expect(lines.some((l) => l.event === 'endpoint.circuit_closed')).toBe(true);
+      // Recovered after the "down" alert: one recovery alert.
+      await waitFor(async () => {
+        const a = await db.pool.query(`select 1 from audit_log where action = 'endpoint.circuit_closed' and target_id = 'down'`);
+        return a.rowCount === 1 ? true : null;
+      });
+      const opened = await db.pool.query(`select 1 from audit_log where action = 'endpoint.circuit_opened' and target_id = 'down'`);
+      expect(opened.rowCount).toBe(1);
+    } finally {
+      await svc.stop();
+      await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
+    }
+  }, 90_000);
+
+  it('two processes: once the open state commits, neither makes more attempts than it had in flight; a pause holds both', async () => {
+    let down = true;
+    const rx = await startReceiver((req) => (down && req.url === '/shared' ? { status: 503 } : { status: 200 }));
+    const inFlight = 4;
+    const cfg = {
+      jobs: { max_attempts: 6 },
+      notify: {
+        webhook: {
+          max_in_flight: inFlight,
+          circuit: { failure_threshold: 10, cooldown: '30s', cooldown_max: '1m' },
+          endpoints: [
+            { name: 'shared', url: `${rx.url}/shared`, secret: SECRET, topics: ['*'] },
+            { name: 'other', url: `${rx.url}/other`, secret: SECRET, topics: ['*'] },
+          ],
+        },
+      },
+    };
+    const a = await startTestService(db, cfg);
+    const b = await startTestService(db, cfg);
+    try {
+      await enqueueJobs(db.pool, deliveries('shared', 300), a.svc.channels.jobs);
+      const opened = await waitFor(async () => {
+        const r = await db.pool.query<{ since: Date }>(
+          `select circuit_since as since from endpoint_state where endpoint = 'shared' and circuit = 'open'`,
+        );
+        return r.rows[0]?.since ?? null;
+      }, 20_000);
+      // Attempts already on their way when it opened finish and are written after; no new ones start.
+      await waitFor(async () => {
+        const r = await db.pool.query(`select 1 from jobs where endpoint = 'shared' and status = 'running'`);
+        return r.rowCount === 0 && a.svc.workers!.inFlightFor('shared') + b.svc.workers!.inFlightFor('shared') === 0 ? true : null;
+      });
+      const late = await db.pool.query<{ n: number }>(
+        `select count(*)::int as n from webhook_attempts where endpoint = 'shared' and not probe and created_at > $1`,
+        [opened],
+      );
+      expect(late.rows[0]!.n).toBeLessThanOrEqual(2 * inFlight);
+      // Both processes hold it: nothing of it is claimed by either while other work flows.
+      await enqueueJobs(db.pool, deliveries('other', 20), a.svc.channels.jobs);
+      await waitFor(async () => ((await counts('other')).completed === 20 ? true : null));
+      const still = await db.pool.query<{ n: number }>(
+        `select count(*)::int as n from webhook_attempts where endpoint = 'shared' and not probe and created_at > $1`,
+        [opened],
+      );
+      expect(still.rows[0]!.n).toBe(late.rows[0]!.n);
+      expect((await counts('shared')).dead).toBe(0);
+
+      // A pause (written as the API writes it) holds the endpoint in both processes too.
+      down = false;
+      await setPaused('other', true, a.svc.channels.endpoints);
+      await enqueueJobs(db.pool, deliveries('other', 10), a.svc.channels.jobs);
+      // Close 'shared' by probing now: its backlog drains while 'other' stays paused.
+      await db.pool.query(`update endpoint_state set next_probe_at = now() where endpoint = 'shared'`);
+      await db.pool.query(`select pg_notify($1, 'shared')`, [a.svc.channels.endpoints]);
+      await waitFor(async () => ((await counts('shared')).completed === 300 ? true : null), 30_000, 100);
+      expect((await counts('other')).completed).toBe(20);
+      await setPaused('other', false, a.svc.channels.endpoints);
+      await waitFor(async () => ((await counts('other')).completed === 30 ? true : null));
+    } finally {
+      await Promise.all([a.svc.stop(), b.svc.stop()]);
+      await rx.close();
+    }
+  }, 90_000);
+
+  it('flapping: down and up 3 times at the default max_attempts, nothing goes dead and attempts stay bounded', async () => {
+    let down = true;
+    const rx = await startReceiver(() => (down ? { status: 502 } : { status: 200 }));
+    const threshold = 10;
+    const inFlight = 8;
+    const { svc } = await startTestService(db, {
+      jobs: { max_attempts: 6, retry: { base: '50ms', max: '200ms', jitter: 0 } },
+      notify: {
+        webhook: {
+          max_in_flight: inFlight,
+          circuit: { failure_threshold: threshold, cooldown: '200ms', cooldown_max: '400ms' },
+          endpoints: [{ name: 'flappy', url: `${rx.url}/flap`, secret: SECRET, topics: ['*'] }],
+        },
+      },
+    });
+    try {
+      let probes = 0;
+      for (let cycle = 0; cycle < 3; cycle++) {
+        down = true;
+        await enqueueJobs(db.pool, deliveries('flappy', 100), svc.channels.jobs);
+        await waitFor(async () => {
+          const r = await db.pool.query(`select 1 from endpoint_state where endpoint = 'flappy' and circuit = 'open'`);
+          return r.rowCount === 1 ? true : null;
+        }, 20_000);
+        // A couple of failed probes while down.
+        const p0 = (await counts('flappy')).probes;
+        await waitFor(async () => ((await counts('flappy')).probes >= p0 + 2 ? true : null), 20_000);
+        down = false;
+        await waitFor(async () => ((await counts('flappy')).completed === 100 * (cycle + 1) ? true : null), 30_000, 100);
+        probes = (await counts('flappy')).probes;
+      }
+      const c = await counts('flappy');
+      expect(c.dead).toBe(0);
+      // Real attempts: every delivery once, plus per cycle at most the threshold and what was in flight.
+      expect(c.attempts - c.completed).toBeLessThanOrEqual(3 * (threshold + inFlight));
+      expect(probes).toBeGreaterThanOrEqual(6);
+    } finally {
+      await svc.stop();
+      await rx.close();
+    }
+  }, 120_000);
+
+  it('a probe that hangs sends the circuit back to open; so does one whose worker died past its deadline', async () => {
+    let mode: 'down' | 'hang' = 'down';
+    const rx = await startReceiver(() => (mode === 'down' ? { status: 500 } : { hang: true }));
+    const { svc, lines } = await startTestService(db, {
+      notify: {
+        webhook: {
+          circuit: { failure_threshold: 3, cooldown: '200ms', cooldown_max: '10s' },
+          endpoints: [{ name: 'hangs', url: `${rx.url}/h`, secret: SECRET, topics: ['*'], timeout: '500ms' }],
+        },
+      },
+    });
+    try {
+      await enqueueJobs(db.pool, deliveries('hangs', 5), svc.channels.jobs);
+      await waitFor(async () => (lines.some((l) => l.event === 'endpoint.circuit_opened') ? true : null));
+      mode = 'hang';
+      // The next probe hangs; its attempt times out (500 ms), the job goes back unspent, the circuit is open again with a longer cool-down.
+      const reopened = await waitFor(async () => {
+        const r = await db.pool.query<{ error_kind: string; probe: boolean }>(
+          `select error_kind, probe from webhook_attempts where endpoint = 'hangs' and probe and error_kind = 'timeout' limit 1`,
+        );
+        return r.rows[0] ?? null;
+      }, 20_000);
+      expect(reopened.probe).toBe(true);
+      await waitFor(async () => {
+        const r = await db.pool.query<{ circuit: string; cooldown_ms: number }>(
+          `select circuit, cooldown_ms from endpoint_state where endpoint = 'hangs'`,
+        );
+        return r.rows[0]!.circuit === 'open' && r.rows[0]!.cooldown_ms > 200 ? true : null;
+      });
+      expect((await counts('hangs')).dead).toBe(0);
+
+      // A probe whose worker died: its job is left running and the row half-open past the deadline.
+      await svc.stop();
+      await db.pool.query(
+        `update endpoint_state set circuit = 'half_open', probe_job_id = gen_random_uuid(), probe_deadline = now() - interval '1 second',
+           cooldown_ms = 1000, next_probe_at = null where endpoint = 'hangs'`,
+      );
+      const again = await startTestService(db, {
+        notify: {
+          webhook: {
+            circuit: { failure_threshold: 3, cooldown: '200ms', cooldown_max: '10s' },
+            endpoints: [{ name: 'hangs', url: `${rx.url}/h`, secret: SECRET, topics: ['*'], timeout: '500ms' }],
+          },
+        },
+      });
+      try {
+        const row = await waitFor(async () => {
+          const r = await db.pool.query<{ circuit: string; cooldown_ms: number; probe_job_id: string | null }>(
+            `select circuit, cooldown_ms, probe_job_id from endpoint_state where endpoint = 'hangs'`,
+          );
+          return r.rows[0]!.circuit === 'open' ? r.rows[0]! : null;
+        });
+        expect(row.cooldown_ms).toBe(2000);
+        expect(row.probe_job_id).toBeNull();
+        expect(again.lines.some((l) => l.event === 'endpoint.circuit_opened' && l.reason === 'probe_deadline')).toBe(true);
+      } finally {
+        await again.svc.stop();
+      }
+    } finally {
+      await svc.stop();
+      await rx.close();
+    }
+  }, 60_000);
+
+  it('a closed endpoint that only succeeds writes nothing to its state row', async () => {
+    const rx = await startReceiver();
+    const { svc } = await startTestService(db, {
+      notify: { webhook: { endpoints: [{ name: 'quiet', url: `${rx.url}/q`, secret: SECRET, topics: ['*'] }] } },
+    });
+    try {
+      const before = await db.pool.query<{ updated_at: Date }>(`select updated_at from endpoint_state where endpoint = 'quiet'`);
+      await enqueueJobs(db.pool, deliveries('quiet', 50), svc.channels.jobs);
+      await waitFor(async () => ((await counts('quiet')).completed === 50 ? true : null));
+      await svc.stop();
+      const after = await db.pool.query<{ updated_at: Date }>(`select updated_at from endpoint_state where endpoint = 'quiet'`);
+      expect(after.rows[0]!.updated_at.getTime()).toBe(before.rows[0]!.updated_at.getTime());
+    } finally {
+      await svc.stop();
+      await rx.close();
+    }
+  });
+});
+
+/** Pause or resume as `endpoints pause|resume` does: the row, and a NOTIFY every process listens to. */
+async function setPaused(name: string, paused: boolean, channel: string): Promise<void> {
+  await db.pool.query(`update endpoint_state set paused = $2, updated_at = now() where endpoint = $1`, [name, paused]);
+  await db.pool.query(`select pg_notify($1, $2)`, [channel, name]);
+}
