@@ -18,7 +18,7 @@ import { EXIT, ExitError, printJson, readConfig, withDatabase, type GlobalOption
 import { watchForStop } from '../stop.js';
 
 /** Operator commands act as this principal in audit_log: the OS user running them. */
-function actor(): string {
+export function actor(): string {
   return `cli:${process.env.USER ?? process.env.LOGNAME ?? 'unknown'}`;
 }
 
