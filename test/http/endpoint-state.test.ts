@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { quoteIdent } from '../../src/db/sql.js';
-import { call, makeUser, rowCounts, startApi, type Api } from '../helpers/api.js';
+import { call, makeUser, metricValue, rowCounts, startApi, type Api } from '../helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
@@ -198,7 +198,7 @@ describe('POST /v1/endpoints/:name/test', () => {
   });
 });
 
-describe('GET /v1/endpoints', () => {
+describe('GET /v1/endpoints and /metrics', () => {
   it('shows each endpoint circuit, pause, rate limit and held jobs; never a secret', async () => {
     await openCircuit('default');
     await post('/v1/endpoints/crm/pause');
@@ -257,6 +257,25 @@ describe('GET /v1/endpoints', () => {
       last_error_at: null,
     });
   });
+
+  it('metrics: circuit state as a state set, paused and held jobs per endpoint', async () => {
+    await openCircuit('default');
+    await post('/v1/endpoints/crm/pause');
+    await dueJobs('crm', 4);
+    // Scrapes share one read per second: wait for one that sees this test's rows.
+    const text = await waitFor(async () => {
+      const t = (await call(api.url, 'GET', '/metrics')).text;
+      return metricValue(t, 'acw_endpoint_held_jobs', { endpoint: 'crm' }) === 4 ? t : null;
+    });
+    const state = (endpoint: string, s: string) => metricValue(text, 'acw_endpoint_circuit_state', { endpoint, state: s });
+    expect([state('default', 'open'), state('default', 'half_open'), state('default', 'closed')]).toEqual([1, 0, 0]);
+    expect([state('crm', 'open'), state('crm', 'half_open'), state('crm', 'closed')]).toEqual([0, 0, 1]);
+    expect(metricValue(text, 'acw_endpoint_paused', { endpoint: 'crm' })).toBe(1);
+    expect(metricValue(text, 'acw_endpoint_paused', { endpoint: 'default' })).toBe(0);
+    expect(metricValue(text, 'acw_endpoint_held_jobs', { endpoint: 'default' })).toBe(0);
+    expect(metricValue(text, 'acw_endpoint_in_flight', { endpoint: 'crm' })).toBe(0);
+    expect(metricValue(text, 'acw_endpoint_adaptive_limit', { endpoint: 'crm' })).toBe(16);
+  });
 });
 
 describe('in flight, per process', () => {
@@ -281,12 +300,14 @@ describe('in flight, per process', () => {
     await rx.close();
   });
 
-  it('GET /v1/endpoints shows the deliveries running in the process that answers', async () => {
+  it('GET /v1/endpoints and /metrics show the deliveries running in the process that answers', async () => {
     const sent = await call(worker.url, 'POST', '/v1/endpoints/default/test', { token: admin });
     expect(sent.status).toBe(202);
     await rx.waitForRequests(1);
     const view = (await call(worker.url, 'GET', '/v1/endpoints', { token: admin })).body.items[0];
     expect(view).toMatchObject({ name: 'default', in_flight: 1, adaptive_limit: 4, held_jobs: 0 });
+    const text = (await call(worker.url, 'GET', '/metrics')).text;
+    expect(metricValue(text, 'acw_endpoint_in_flight', { endpoint: 'default' })).toBe(1);
     release?.();
     await waitFor(async () => (await call(worker.url, 'GET', '/v1/endpoints', { token: admin })).body.items[0].in_flight === 0);
   });
