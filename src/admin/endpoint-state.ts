@@ -183,14 +183,8 @@ export async function prepareTestDelivery(client: Queryable, channel: string, na
   const row = cur.rows[0];
   if (!row) return { probeNow: false };
   if (row.paused) {
-    throw new ApiError(
-      409,
-      'endpoint_paused',
-      `endpoint ${name} is paused: a test would wait until it is resumed (POST /v1/endpoints/${name}/resume)`,
-      {
-        field: 'name',
-      },
-    );
+    const why = `endpoint ${name} is paused: a test would wait until it is resumed (POST /v1/endpoints/${name}/resume)`;
+    throw new ApiError(409, 'endpoint_paused', why, { field: 'name' });
   }
   if (row.circuit !== 'open') return { probeNow: false };
   await client.query(`update endpoint_state set next_probe_at = least(next_probe_at, now()), updated_at = now() where endpoint = $1`, [
