@@ -1,5 +1,7 @@
 import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { HELD_JOBS_CAP, readEndpointStates, type EndpointStateView } from './admin/endpoint-state.js';
+import type { Endpoint } from './config/index.js';
 import { coerceError } from './errors.js';
 import { silentLogger, type Logger } from './log.js';
 import type { Finished } from './queue/flusher.js';
@@ -31,6 +33,17 @@ export function statusClass(code: number | null): string {
   return code !== null && code >= 200 && code < 600 ? `${Math.floor(code / 100)}xx` : 'error';
 }
 
+/** Where the per-endpoint gauges come from (Metrics.watchEndpoints). */
+export interface EndpointMetricsSource {
+  endpoints: () => readonly Endpoint[];
+  /** This process's deliveries running now, per endpoint (absent: no workers here). */
+  inFlightFor?: (endpoint: string) => number;
+  /** This process's adaptive in-flight limits. */
+  caps?: () => ReadonlyMap<string, number>;
+}
+
+const CIRCUIT_STATES = ['closed', 'half_open', 'open'] as const;
+
 interface QueueSnapshot {
   depth: number;
   oldestAgeSeconds: number;
@@ -50,7 +63,11 @@ export class Metrics {
   private readonly depth: Gauge;
   private readonly oldestAge: Gauge;
   private readonly inFlight: Gauge;
+  private readonly endpointInFlight: Gauge<'endpoint'>;
+  private readonly adaptiveLimit: Gauge<'endpoint'>;
   private snapshot: { at: number; value: Promise<QueueSnapshot | null> } | null = null;
+  private endpointSnapshot: { at: number; value: Promise<Map<string, EndpointStateView> | null> } | null = null;
+  private endpointSource: EndpointMetricsSource | null = null;
   private readonly log: Logger;
 
   constructor(private readonly opts: MetricsOptions) {
@@ -118,6 +135,75 @@ export class Metrics {
       registers,
       collect: () => this.inFlight.set(opts.inFlight?.() ?? 0),
     });
+    // Endpoint state is shared through the database, so every process reports the same values
+    // (aggregate with max); one bounded read per scrape feeds the three gauges below.
+    const stateGauge = <L extends string>(
+      name: string,
+      help: string,
+      labelNames: readonly L[],
+      fill: (g: Gauge<L>, ep: string, st: EndpointStateView) => void,
+    ) => {
+      const g: Gauge<L> = new Gauge({
+        name,
+        help,
+        labelNames,
+        registers,
+        collect: async () => {
+          const states = await this.endpointStates();
+          g.reset();
+          if (states) for (const [ep, st] of states) fill(g, ep, st);
+        },
+      });
+      return g;
+    };
+    // A state set (one series per state, 1 for the current one), as Prometheus exposes enums: alerts
+    // and dashboards select by label (state="open") instead of decoding magic numbers.
+    stateGauge(
+      'acw_endpoint_circuit_state',
+      'Circuit breaker state per endpoint: 1 for the current state (closed, half_open, open), 0 for the others',
+      ['endpoint', 'state'] as const,
+      (g, endpoint, st) => {
+        for (const state of CIRCUIT_STATES) g.set({ endpoint, state }, st.circuit === state ? 1 : 0);
+      },
+    );
+    stateGauge('acw_endpoint_paused', 'Endpoint paused by hand (1) or not (0)', ['endpoint'] as const, (g, endpoint, st) =>
+      g.set({ endpoint }, st.paused ? 1 : 0),
+    );
+    stateGauge(
+      'acw_endpoint_held_jobs',
+      `Due pending jobs held back because the endpoint is open, half-open, paused or disabled (counted up to ${HELD_JOBS_CAP})`,
+      ['endpoint'] as const,
+      (g, endpoint, st) => g.set({ endpoint }, st.held_jobs),
+    );
+    // Per process, from memory: no database read.
+    this.endpointInFlight = new Gauge({
+      name: 'acw_endpoint_in_flight',
+      help: 'Deliveries to the endpoint running in this process',
+      labelNames: ['endpoint'] as const,
+      registers,
+      collect: () => {
+        this.endpointInFlight.reset();
+        const src = this.endpointSource;
+        if (!src?.inFlightFor) return;
+        for (const e of src.endpoints()) this.endpointInFlight.set({ endpoint: e.name }, src.inFlightFor(e.name));
+      },
+    });
+    this.adaptiveLimit = new Gauge({
+      name: 'acw_endpoint_adaptive_limit',
+      help: "The endpoint's in-flight limit in this process: max_in_flight, lowered while it fails",
+      labelNames: ['endpoint'] as const,
+      registers,
+      collect: () => {
+        this.adaptiveLimit.reset();
+        const caps = this.endpointSource?.caps?.();
+        if (caps) for (const [endpoint, cap] of caps) this.adaptiveLimit.set({ endpoint }, cap);
+      },
+    });
+  }
+
+  /** Report per-endpoint gauges for these endpoints (until then they have no series). */
+  watchEndpoints(source: EndpointMetricsSource): void {
+    this.endpointSource = source;
   }
 
   private get depthCap(): number {
@@ -181,13 +267,37 @@ export class Metrics {
     return value;
   }
 
-  private async readQueue(): Promise<QueueSnapshot | null> {
+  /** The endpoints' shared state, read at most once a second however many gauges ask. */
+  private endpointStates(): Promise<Map<string, EndpointStateView> | null> {
+    const src = this.endpointSource;
+    if (!src) return Promise.resolve(null);
+    const now = Date.now();
+    if (this.endpointSnapshot && now - this.endpointSnapshot.at < 1_000) return this.endpointSnapshot.value;
+    const value = this.bounded('endpoint gauges', readEndpointStates(this.opts.pool, src.endpoints())).catch((err: unknown) => {
+      this.log.warn({ event: 'metrics.endpoint_error', err: coerceError(err).message }, 'endpoint gauges unavailable for this scrape');
+      return null;
+    });
+    this.endpointSnapshot = { at: now, value };
+    return value;
+  }
+
+  /** A scrape waits for the database at most queryTimeoutMs. */
+  private async bounded<T>(what: string, p: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error('queue gauges: database did not answer in time')), this.opts.queryTimeoutMs ?? 2_000);
+      timer = setTimeout(() => reject(new Error(`${what}: database did not answer in time`)), this.opts.queryTimeoutMs ?? 2_000);
     });
     try {
-      const res = await Promise.race([
+      return await Promise.race([p, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private async readQueue(): Promise<QueueSnapshot | null> {
+    try {
+      const res = await this.bounded(
+        'queue gauges',
         this.opts.pool.query<{ depth: number; age: number | null }>({
           name: 'acw_metrics_queue',
           text: `select
@@ -196,15 +306,12 @@ export class Metrics {
               where status = 'pending' and run_at <= now() order by run_at, id limit 1) as age`,
           values: [this.depthCap],
         }),
-        timeout,
-      ]);
+      );
       const row = res.rows[0];
       return { depth: row?.depth ?? 0, oldestAgeSeconds: Math.max(0, row?.age ?? 0) };
     } catch (err) {
       this.log.warn({ event: 'metrics.queue_error', err: coerceError(err).message }, 'queue gauges unavailable for this scrape');
       return null;
-    } finally {
-      clearTimeout(timer);
     }
   }
 }

@@ -6,6 +6,7 @@ import type { Service } from '../service.js';
 import { WEBHOOK_JOB, buildBody, type DeliverPayload } from '../webhook/job.js';
 import { writeAudit } from './audit.js';
 import { ApiError, badField } from '../errors.js';
+import { prepareTestDelivery, readEndpointStates, requireEndpoint, type CircuitState } from './endpoint-state.js';
 import { iso } from './params.js';
 
 /** Endpoints as operators see them: config (URL shown, secret never) and recent delivery health. */
@@ -25,6 +26,33 @@ export interface EndpointHealth {
   last_error: string | null;
   last_error_at: string | null;
   last_attempt_at: string | null;
+  /** Paused by hand (`POST /v1/endpoints/:name/pause`, `endpoints pause`): its jobs wait, pending. */
+  paused: boolean;
+  paused_at: string | null;
+  paused_by: string | null;
+  /** The circuit breaker's state, shared by every process (no row yet: closed, no failures). */
+  circuit: {
+    state: CircuitState;
+    since: string | null;
+    opened_at: string | null;
+    next_probe_at: string | null;
+    consecutive_failures: number;
+    last_error: string | null;
+    last_error_at: string | null;
+  };
+  /** Configured deliveries per second across all processes; null: none. */
+  rate_limit: number | null;
+  /** This process's adaptive in-flight limit and deliveries running now; null where it runs no workers (the CLI). */
+  adaptive_limit: number | null;
+  in_flight: number | null;
+  /** Due pending jobs held back because the endpoint is open, half-open, paused or disabled (up to 100,000). */
+  held_jobs: number;
+}
+
+/** What only the process answering knows: its adaptive limits and in-flight deliveries. */
+export interface LocalDeliveries {
+  caps?: () => ReadonlyMap<string, number>;
+  inFlightFor?: (endpoint: string) => number;
 }
 
 interface StatRow {
@@ -41,7 +69,12 @@ function roundMs(ms: number | null | undefined): number | null {
   return ms === null || ms === undefined ? null : Math.round(ms * 10) / 10;
 }
 
-export async function endpointHealth(db: Queryable, endpoints: readonly Endpoint[], windowMinutes = 60): Promise<EndpointHealth[]> {
+export async function endpointHealth(
+  db: Queryable,
+  endpoints: readonly Endpoint[],
+  windowMinutes = 60,
+  local: LocalDeliveries = {},
+): Promise<EndpointHealth[]> {
   if (!Number.isInteger(windowMinutes) || windowMinutes < 1 || windowMinutes > 7 * 24 * 60) {
     throw badField('window', 'expected whole minutes from 1 to 10080');
   }
@@ -64,11 +97,14 @@ export async function endpointHealth(db: Queryable, endpoints: readonly Endpoint
      order by endpoint, created_at desc`,
     [names, windowMinutes],
   );
+  const states = await readEndpointStates(db, endpoints);
   const byName = new Map(stats.rows.map((r) => [r.endpoint, r]));
   const errByName = new Map(errors.rows.map((r) => [r.endpoint, r]));
+  const caps = local.caps?.();
   return endpoints.map((e) => {
     const s = byName.get(e.name);
     const err = errByName.get(e.name);
+    const st = states.get(e.name);
     return {
       name: e.name,
       url: redactUrl(e.url),
@@ -83,8 +119,35 @@ export async function endpointHealth(db: Queryable, endpoints: readonly Endpoint
       last_error: err?.error ?? null,
       last_error_at: iso(err?.created_at ?? null),
       last_attempt_at: iso(s?.last_attempt_at ?? null),
+      paused: st?.paused ?? false,
+      paused_at: iso(st?.paused_at ?? null),
+      paused_by: st?.paused_by ?? null,
+      circuit: {
+        state: st?.circuit ?? 'closed',
+        since: iso(st?.circuit_since ?? null),
+        opened_at: iso(st?.opened_at ?? null),
+        next_probe_at: iso(st?.next_probe_at ?? null),
+        consecutive_failures: st?.consecutive_failures ?? 0,
+        last_error: st?.last_error ?? null,
+        last_error_at: iso(st?.last_error_at ?? null),
+      },
+      rate_limit: e.rate_limit > 0 ? e.rate_limit : null,
+      adaptive_limit: caps?.get(e.name) ?? null,
+      in_flight: local.inFlightFor ? local.inFlightFor(e.name) : null,
+      held_jobs: st?.held_jobs ?? 0,
     };
   });
+}
+
+/** One endpoint's view (the answer to pause, resume); a 404 naming `name` if it is not configured. */
+export async function endpointView(
+  db: Queryable,
+  endpoints: readonly Endpoint[],
+  name: string,
+  local: LocalDeliveries = {},
+): Promise<EndpointHealth> {
+  const [view] = await endpointHealth(db, [requireEndpoint(endpoints, name)], 60, local);
+  return view!;
 }
 
 export const TEST_TOPIC = 'webhook.test';
@@ -94,13 +157,14 @@ export const TEST_TOPIC = 'webhook.test';
  * already dispatched (so the dispatcher never fans it out) and its one job is enqueued directly.
  */
 export async function testEndpoint(svc: Service, name: string, actor: string): Promise<{ event_id: string; job_ids: string[] }> {
-  const ep = svc.endpoints.find((e) => e.name === name);
-  if (!ep) throw new ApiError(404, 'not_found', `name: no endpoint named ${JSON.stringify(name.slice(0, 100))}`, { field: 'name' });
+  const ep = requireEndpoint(svc.endpoints, name);
   if (!ep.enabled) {
     throw new ApiError(409, 'endpoint_disabled', `endpoint ${name} is disabled: a test would wait until it is enabled`, { field: 'name' });
   }
   const data = { message: 'test event from acw-webhooks', endpoint: name, requested_by: actor };
   const result = await withTransaction(svc.db.pool, async (client) => {
+    // Paused: 409 before anything is written. Open: the test job waits for the probe, so probe now.
+    const { probeNow } = await prepareTestDelivery(client, svc.channels.endpoints, name);
     const ev = await client.query<{ id: string; created_at: Date }>(
       `insert into events (topic, data, principal, dispatched_at) values ($1, $2::jsonb, $3, now()) returning id, created_at`,
       [TEST_TOPIC, JSON.stringify(data), actor],
@@ -114,7 +178,8 @@ export async function testEndpoint(svc: Service, name: string, actor: string): P
     );
     const res = { event_id: eventId, job_ids: jobIds };
     await client.query(`update events set response = $2::jsonb where id = $1`, [eventId, JSON.stringify(res)]);
-    await writeAudit(client, { action: 'endpoint.test', actor, targetType: 'endpoint', targetId: name, details: res });
+    const details = probeNow ? { ...res, probe_now: true } : res;
+    await writeAudit(client, { action: 'endpoint.test', actor, targetType: 'endpoint', targetId: name, details });
     return res;
   });
   svc.metrics.jobsEnqueued(WEBHOOK_JOB, TEST_TOPIC, result.job_ids.length);

@@ -19,7 +19,7 @@ import { watchForStop } from '../stop.js';
 import { ALERT_ACTIONS, parseAlertActions } from '../../admin/alerts.js';
 
 /** Operator commands act as this principal in audit_log: the OS user running them. */
-function actor(): string {
+export function actor(): string {
   return `cli:${process.env.USER ?? process.env.LOGNAME ?? 'unknown'}`;
 }
 

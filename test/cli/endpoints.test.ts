@@ -1,0 +1,139 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { channels, quoteIdent } from '../../src/db/sql.js';
+import { rowCounts } from '../helpers/api.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { waitFor } from '../helpers/logs.js';
+
+// `endpoints list|pause|resume` (docs/operations.md#pausing-an-endpoint): the same module as the API.
+const BIN = fileURLToPath(new URL('../../bin/acw-webhooks.js', import.meta.url));
+const run = promisify(execFile);
+
+let db: TestDatabase;
+let dir: string;
+let configPath: string;
+let listener: pg.Client;
+const notified: string[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  dir = mkdtempSync(join(tmpdir(), 'acw-endpoints-'));
+  configPath = join(dir, 'config.yaml');
+  writeFileSync(
+    configPath,
+    [
+      'notify:',
+      '  webhook:',
+      '    url: http://127.0.0.1:9/default',
+      '    secret: default-secret-0123',
+      '    topics: ["a.*"]',
+      '    endpoints:',
+      '      - { name: crm, url: "http://127.0.0.1:9/crm", secret: crm-secret-4567, topics: ["crm.*"], rate_limit: 20/s }',
+      '',
+    ].join('\n'),
+  );
+  listener = new pg.Client({ connectionString: db.url });
+  await listener.connect();
+  listener.on('notification', (m) => notified.push(m.payload ?? ''));
+  await listener.query(`listen ${quoteIdent(channels('public').endpoints)}`);
+});
+afterAll(async () => {
+  await listener.end();
+  rmSync(dir, { recursive: true, force: true });
+  await db.drop();
+});
+beforeEach(async () => {
+  await db.pool.query('truncate jobs, audit_log, endpoint_state cascade');
+  notified.length = 0;
+});
+
+async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [BIN, ...args, '-c', configPath], {
+      env: { ...process.env, DATABASE_URL: db.url, USER: 'tester' },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+const lines = (s: string) =>
+  s
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
+const counts = async () => ({
+  ...(await rowCounts(db.pool)),
+  endpoint_state: (await db.pool.query(`select count(*)::int as n from endpoint_state`)).rows[0].n as number,
+});
+
+describe('endpoints CLI', () => {
+  it('pause and resume: one JSON line each, audited as the OS user, announced; a second pause changes nothing', async () => {
+    const paused = await cli('endpoints', 'pause', 'crm');
+    expect(paused.code).toBe(0);
+    expect(lines(paused.stdout)).toEqual([expect.objectContaining({ name: 'crm', paused: true, paused_by: 'cli:tester', changed: true })]);
+    await waitFor(() => notified.includes('crm'));
+
+    const before = await counts();
+    const again = await cli('endpoints', 'pause', 'crm');
+    expect(again.code).toBe(0);
+    expect(lines(again.stdout)[0]).toMatchObject({ paused: true, changed: false });
+    expect(await counts()).toEqual(before);
+
+    const resumed = await cli('endpoints', 'resume', 'crm');
+    expect(resumed.code).toBe(0);
+    expect(lines(resumed.stdout)[0]).toMatchObject({ name: 'crm', paused: false, paused_by: null, changed: true });
+    const audit = (await db.pool.query(`select action, actor, target_id from audit_log order by id`)).rows;
+    expect(audit).toEqual([
+      { action: 'endpoint.paused', actor: 'cli:tester', target_id: 'crm' },
+      { action: 'endpoint.resumed', actor: 'cli:tester', target_id: 'crm' },
+    ]);
+    await waitFor(() => notified.filter((n) => n === 'crm').length === 2);
+  });
+
+  it('resume on an open circuit makes its probe due now', async () => {
+    await db.pool.query(
+      `insert into endpoint_state (endpoint, circuit, opened_at, next_probe_at, consecutive_failures) values ('default', 'open', now(), now() + interval '1 hour', 10)`,
+    );
+    const res = await cli('endpoints', 'resume', 'default');
+    expect(res.code).toBe(0);
+    expect(lines(res.stdout)[0]).toMatchObject({ name: 'default', changed: true, circuit: { state: 'open', consecutive_failures: 10 } });
+    const due = await db.pool.query(`select next_probe_at <= now() as due from endpoint_state where endpoint = 'default'`);
+    expect(due.rows).toEqual([{ due: true }]);
+  });
+
+  it('an unknown endpoint exits 1 naming it and writes nothing', async () => {
+    const before = await counts();
+    for (const action of ['pause', 'resume']) {
+      const res = await cli('endpoints', action, 'nope');
+      expect(res.code).toBe(1);
+      expect(res.stderr).toMatch(/^name: no endpoint named "nope"/);
+      expect(res.stdout).toBe('');
+    }
+    await listener.query('select 1');
+    expect(notified).toEqual([]);
+    expect(await counts()).toEqual(before);
+  });
+
+  it('list prints each endpoint view as a JSON line, without per-process fields or secrets', async () => {
+    await cli('endpoints', 'pause', 'crm');
+    await db.pool.query(
+      `insert into jobs (type, payload, endpoint, run_at) values ('webhook.deliver', '{}', 'crm', now() - interval '1 second')`,
+    );
+    const res = await cli('endpoints', 'list');
+    expect(res.code).toBe(0);
+    const [def, crm] = lines(res.stdout);
+    expect(def).toMatchObject({ name: 'default', paused: false, circuit: { state: 'closed' }, rate_limit: null, held_jobs: 0 });
+    expect(crm).toMatchObject({ name: 'crm', paused: true, rate_limit: 20, held_jobs: 1, adaptive_limit: null, in_flight: null });
+    expect(res.stdout).not.toContain('secret-');
+    expect((await cli('endpoints', 'list', '--window-minutes', '0')).code).toBe(2);
+  });
+});
