@@ -97,6 +97,12 @@ export class Service {
       adopter: () => this.workers,
     };
     this.metrics = new Metrics({ pool: db.pool, log: this.log, inFlight: () => this.workers?.inFlight ?? 0 });
+    // The per-endpoint gauges: this process's endpoints, and its workers where it has them.
+    this.metrics.watchEndpoints({
+      endpoints: () => this.endpointList,
+      inFlightFor: (name) => this.workers?.inFlightFor(name) ?? 0,
+      caps: () => this.limits.caps(),
+    });
     this.scheduler = new Scheduler({ pool: db.pool, log: this.log, onError: (name) => this.metrics.runnerError(name) });
   }
 

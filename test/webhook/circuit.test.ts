@@ -8,6 +8,7 @@ import { enqueueJobs } from '../../src/queue/transitions.js';
 import { WEBHOOK_JOB, buildBody, type DeliverPayload } from '../../src/webhook/job.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
+import { call, makeUser, startApi } from '../helpers/api.js';
 import { startReceiver } from '../helpers/receiver.js';
 import { startTestService } from '../helpers/service.js';
 
@@ -141,8 +142,10 @@ describe('circuit breaker', () => {
         },
       },
     };
-    const a = await startTestService(db, cfg);
-    const b = await startTestService(db, cfg);
+    // Two processes, each with its own API: a pause through one must hold the endpoint in both.
+    const a = await startApi(db, cfg);
+    const b = await startApi(db, cfg);
+    const admin = await makeUser(db.pool, 'circuit-admin', 'admin');
     try {
       await enqueueJobs(db.pool, deliveries('shared', 300), a.svc.channels.jobs);
       const opened = await waitFor(async () => {
@@ -171,19 +174,19 @@ describe('circuit breaker', () => {
       expect(still.rows[0]!.n).toBe(late.rows[0]!.n);
       expect((await counts('shared')).dead).toBe(0);
 
-      // A pause (written as the API writes it) holds the endpoint in both processes too.
+      // A pause through the API holds the endpoint in both processes too.
       down = false;
-      await setPaused('other', true, a.svc.channels.endpoints);
+      expect((await call(a.url, 'POST', '/v1/endpoints/other/pause', { token: admin })).status).toBe(200);
       await enqueueJobs(db.pool, deliveries('other', 10), a.svc.channels.jobs);
       // Close 'shared' by probing now: its backlog drains while 'other' stays paused.
       await db.pool.query(`update endpoint_state set next_probe_at = now() where endpoint = 'shared'`);
       await db.pool.query(`select pg_notify($1, 'shared')`, [a.svc.channels.endpoints]);
       await waitFor(async () => ((await counts('shared')).completed === 300 ? true : null), 30_000, 100);
       expect((await counts('other')).completed).toBe(20);
-      await setPaused('other', false, a.svc.channels.endpoints);
+      expect((await call(b.url, 'POST', '/v1/endpoints/other/resume', { token: admin })).status).toBe(200);
       await waitFor(async () => ((await counts('other')).completed === 30 ? true : null));
     } finally {
-      await Promise.all([a.svc.stop(), b.svc.stop()]);
+      await Promise.all([a.close(), b.close()]);
       await rx.close();
     }
   }, 90_000);
@@ -312,9 +315,3 @@ describe('circuit breaker', () => {
     }
   });
 });
-
-/** Pause or resume as `endpoints pause|resume` does: the row, and a NOTIFY every process listens to. */
-async function setPaused(name: string, paused: boolean, channel: string): Promise<void> {
-  await db.pool.query(`update endpoint_state set paused = $2, updated_at = now() where endpoint = $1`, [name, paused]);
-  await db.pool.query(`select pg_notify($1, $2)`, [channel, name]);
-}

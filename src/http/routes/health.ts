@@ -53,11 +53,5 @@ export function healthRoutes(app: FastifyInstance, svc: Service): void {
     return { status: 'ready' };
   });
 
-  // The per-endpoint gauges need this process's endpoints and workers (serve and worker alike).
-  svc.metrics.watchEndpoints({
-    endpoints: () => svc.endpoints,
-    inFlightFor: (name) => svc.workers?.inFlightFor(name) ?? 0,
-    caps: () => svc.limits.caps(),
-  });
   app.get('/metrics', async (_req, reply) => reply.type(svc.metrics.contentType).send(await svc.metrics.render()));
 }
