@@ -78,7 +78,10 @@ export class Metrics {
     this.enqueued = jobCounter('acw_jobs_enqueued_total', 'Jobs enqueued, by job type and event topic');
     this.completed = jobCounter('acw_jobs_completed_total', 'Jobs completed');
     this.retried = jobCounter('acw_jobs_retried_total', 'Failed attempts scheduled for another try');
-    this.dead = jobCounter('acw_jobs_dead_total', 'Jobs that went dead (any path: permanent answer, attempts spent, reaped, parked)');
+    this.dead = jobCounter(
+      'acw_jobs_dead_total',
+      'Jobs that went dead (any path: permanent answer, attempts spent, reaped, parked, expired)',
+    );
     this.deliveries = new Counter({
       name: 'acw_webhook_deliveries_total',
       help: 'Webhook HTTP attempts by endpoint and status class (2xx, 3xx, 4xx, 5xx, error)',
@@ -252,6 +255,11 @@ export class Metrics {
       this.reaped.inc({ status: j.status });
       if (j.status === 'dead') this.dead.inc({ type: j.type, topic: topicOf(j.payload) });
     }
+  }
+
+  /** The expiry sweep's report: held jobs past notify.webhook.max_age, all dead. */
+  jobsExpired(jobs: ReadonlyArray<{ type: string; payload: unknown }>): void {
+    for (const j of jobs) this.dead.inc({ type: j.type, topic: topicOf(j.payload) });
   }
 
   runnerError(runner: string): void {

@@ -8,6 +8,7 @@ import { silentLogger, type Logger } from './log.js';
 import { Metrics } from './metrics.js';
 import type { FanOutContext } from './notify/fan-out.js';
 import { OutboxPump } from './notify/outbox-pump.js';
+import { jobExpiry } from './runners/expiry.js';
 import { jobPurge } from './runners/purge.js';
 import { jobReaper } from './runners/reaper.js';
 import { Scheduler, type PeriodicRunner } from './runners/scheduler.js';
@@ -186,6 +187,11 @@ export class Service {
             }),
           ]
         : []),
+      jobExpiry({
+        maxAgeMs: cfg.notify.webhook.max_age,
+        alertsChannel: this.channels.alerts,
+        onExpired: (rows) => this.metrics.jobsExpired(rows),
+      }),
       ...(opts.runners ?? []),
     ]) {
       this.scheduler.register(r);

@@ -57,3 +57,20 @@ export interface ReleaseItem {
   park?: 'unknown' | 'disabled';
   attempt?: AttemptRecord | undefined;
 }
+
+/** A webhook job expiry sent to dead. */
+export interface ExpiredRow {
+  id: string;
+  type: string;
+  payload: unknown;
+  attempts: number;
+  endpoint: string;
+  event_id: string | null;
+  series_started_at: Date;
+}
+
+/** Where the next page of a sweep starts: after this row of the due index (run_at as PostgreSQL prints it, microseconds intact). */
+export interface ExpiryCursor {
+  runAt: string;
+  id: string;
+}

@@ -6,8 +6,9 @@ import { dbToLocal, toClaimed, toDead, toHeldJob, type ClaimRow, type InsertRow,
 import type { JobRow, ReapedRow, RedriveMatch } from './job-rows.js';
 import type { AttemptRecord, ClaimedJob, DeadHook, Held, NewJob } from './types.js';
 import type { ClaimOptions, FailItem, FailResult, HoldOptions, InsertedJobs, ReleaseItem } from './transition-types.js';
+import type { ExpiredRow, ExpiryCursor } from './transition-types.js';
 
-export type { ClaimOptions, FailItem, FailResult, HoldOptions, InsertedJobs, ReleaseItem };
+export type { ClaimOptions, ExpiredRow, ExpiryCursor, FailItem, FailResult, HoldOptions, InsertedJobs, ReleaseItem };
 
 /**
  * Every change to a job's status, one exported function per transition of the state machine in
@@ -398,8 +399,9 @@ export async function reapJobs(
 
 // The operator's moves (admin/job-actions.ts checks the state, locks, audits and notifies).
 
-// A new attempt series: due now, attempts reset, no lease, not parked. last_error stays as history until the next outcome.
-const REQUEUE = `status = 'pending', attempts = 0, run_at = now(), completed_at = null, ${NOT_SKIPPED},
+// A new attempt series: due now, attempts reset, no lease, not parked, and its age (notify.webhook.max_age) counted
+// from now. last_error stays as history until the next outcome.
+const REQUEUE = `status = 'pending', attempts = 0, run_at = now(), completed_at = null, series_started_at = now(), ${NOT_SKIPPED},
   ${CLEAR_LEASE}`;
 
 /** Operator retry: dead or completed -> pending with a fresh attempt series. The caller holds the row lock. */
@@ -428,4 +430,43 @@ export async function operatorRedriveJobs(client: Queryable, m: RedriveMatch): P
     values,
   );
   return res.rows[0]?.n ?? 0;
+}
+
+/**
+ * Expire (docs/operations.md#maximum-age): of the next `batch` due pending jobs after `after`, the
+ * webhook jobs whose series started over `maxAgeMs` ago -> dead, "endpoint unavailable"; returns
+ * them and the next page's cursor (null: done). Only due jobs: held ones stay due, while a job not
+ * yet due is in its own back-off and gets its turn first (reading the future part would walk every
+ * pending job). The page is a plain range of the due index: filtering on the age in that scan let
+ * the planner pick a scan of the table behind a big young backlog. SKIP LOCKED leaves a job being
+ * claimed or expired elsewhere to that transaction; the rows returned are the ones changed here.
+ */
+export async function expireHeldJobs(
+  client: Queryable,
+  opts: { maxAgeMs: number; batch: number; after?: ExpiryCursor | undefined },
+): Promise<{ rows: ExpiredRow[]; next: ExpiryCursor | null }> {
+  const res = await client.query<{ examined: number; last_run_at: string; last_id: string } & Partial<ExpiredRow>>(
+    `with page as (
+         select id, run_at from jobs
+         where status = 'pending' and run_at <= now() and (run_at, id) > ($1::timestamptz, $2::uuid)
+         order by run_at, id limit $4),
+       last as (
+         select run_at::text as last_run_at, id as last_id, (select count(*)::int from page) as examined
+         from page order by run_at desc, id desc limit 1),
+       old as (
+         select id from jobs
+         where id = any(array(select id from page)) and status = 'pending' and endpoint is not null
+           and series_started_at < now() - $3 * interval '1 millisecond'
+         for update skip locked),
+       upd as (
+         update jobs j set status = 'dead', last_error = 'endpoint unavailable', updated_at = now()
+         from old where j.id = old.id
+         returning j.id, j.type, j.payload, j.attempts, j.endpoint, j.event_id, j.series_started_at)
+     select last.*, upd.* from last left join upd on true`,
+    [opts.after?.runAt ?? '-infinity', opts.after?.id ?? '00000000-0000-0000-0000-000000000000', opts.maxAgeMs, opts.batch],
+  );
+  const first = res.rows[0];
+  const rows = res.rows.filter((r): r is typeof r & ExpiredRow => r.id !== null && r.id !== undefined);
+  const next = first && first.examined >= opts.batch ? { runAt: first.last_run_at, id: first.last_id } : null;
+  return { rows, next };
 }
