@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici';
-import { configWarnings, maskConfig, resolveEndpoints, type Config, type Endpoint } from './config/index.js';
+import { configWarnings, maskConfig, type Config, type Endpoint } from './config/index.js';
 import { openDatabase, type Database } from './db/connect.js';
 import { migrate } from './db/migrate.js';
 import { Listener } from './db/listener.js';
@@ -18,6 +18,8 @@ import { WorkerPool, type JobHandler } from './queue/worker.js';
 import { createDeliverHandler, logAttempt } from './webhook/deliver.js';
 import { AdaptiveLimits } from './webhook/adaptive-limits.js';
 import { EndpointStates } from './webhook/endpoint-state.js';
+import { EndpointRegistry } from './endpoints/registry.js';
+import type { SecretCodec } from './endpoints/store.js';
 import { deadLetterHook } from './webhook/dead-letter.js';
 import { WEBHOOK_JOB } from './webhook/job.js';
 import { EndpointAgents } from './webhook/agents.js';
@@ -37,6 +39,8 @@ export interface ServiceOptions {
   database?: Database;
   /** The HTTP auth's token cache (tests shorten or lengthen its TTL). */
   tokenCache?: TokenCacheOptions;
+  /** Seals stored endpoints' secrets (default: from secrets.encryption_key, or the embedded server's key file). */
+  secretCodec?: SecretCodec | null;
 }
 
 /**
@@ -56,8 +60,10 @@ export class Service {
   /** The shared endpoint state as this process takes part in it (circuit breaker, pause, rate limits); null with jobs off. */
   endpointStates: EndpointStates | null = null;
   outboxPump: OutboxPump | null = null;
-  private endpointList: readonly Endpoint[];
-  private endpointMap: ReadonlyMap<string, Endpoint>;
+  /** The endpoints delivered to: the config file's, and those stored through the API, followed live. */
+  readonly registry: EndpointRegistry;
+  /** Opens and seals stored endpoints' secrets; null without an encryption key (stored endpoints then wait). */
+  readonly secretCodec: SecretCodec | null;
   /** Each endpoint's in-flight limit in this process: max_in_flight, lowered while it fails. */
   readonly limits: AdaptiveLimits;
   /** The endpoint's HTTP agent for an attempt: its own pool, or `httpAgent` when one was given. */
@@ -75,10 +81,17 @@ export class Service {
     this.log = opts.log ?? silentLogger;
     this.db = db;
     this.channels = channels(opts.config.database.schema);
-    this.endpointList = resolveEndpoints(opts.config);
-    this.endpointMap = new Map(this.endpointList.map((e) => [e.name, e]));
+    this.secretCodec = opts.secretCodec ?? null;
+    this.registry = new EndpointRegistry({
+      pool: db.pool,
+      url: db.url,
+      channel: this.channels.endpointDefs,
+      config: opts.config,
+      codec: this.secretCodec,
+      log: this.log,
+    });
     this.tokenCacheOptions = opts.tokenCache ?? {};
-    this.limits = new AdaptiveLimits({ endpoints: () => this.endpointMap, log: this.log });
+    this.limits = new AdaptiveLimits({ endpoints: () => this.registry.byName, log: this.log });
     const shared = opts.httpAgent;
     if (shared) {
       this.agents = null;
@@ -90,7 +103,7 @@ export class Service {
     }
     const cfg = opts.config;
     this.fanOutContext = {
-      endpoints: () => this.endpointList,
+      endpoints: () => this.registry.endpoints,
       webhooksEnabled: () => cfg.notify.webhook.enabled,
       maxAttempts: cfg.jobs.max_attempts,
       jobsChannel: this.channels.jobs,
@@ -100,7 +113,7 @@ export class Service {
     this.metrics = new Metrics({ pool: db.pool, log: this.log, inFlight: () => this.workers?.inFlight ?? 0 });
     // The per-endpoint gauges: this process's endpoints, and its workers where it has them.
     this.metrics.watchEndpoints({
-      endpoints: () => this.endpointList,
+      endpoints: () => this.registry.endpoints,
       inFlightFor: (name) => this.workers?.inFlightFor(name) ?? 0,
       caps: () => this.limits.caps(),
     });
@@ -138,7 +151,7 @@ export class Service {
   }
 
   get endpoints(): readonly Endpoint[] {
-    return this.endpointList;
+    return this.registry.endpoints;
   }
 
   static async start(opts: ServiceOptions): Promise<Service> {
@@ -160,6 +173,8 @@ export class Service {
     for (const w of configWarnings(cfg)) log.warn({ event: 'config.warning', warning: w }, w);
     if (cfg.database.migrate) await migrate(this.db.pool, { schema: cfg.database.schema, log });
     await bootstrapUsers(this.db.pool, cfg.server.auth.users, log);
+    // Every process, workers or not: the API writes endpoints and POST /v1/notify fans out to them.
+    await this.registry.start();
     if (!cfg.jobs.enabled) {
       log.info({ event: 'jobs.disabled' }, 'jobs.enabled is false: no outbox pump, scheduler or workers');
       return;
@@ -211,7 +226,7 @@ export class Service {
       channel: this.channels.endpoints,
       alertsChannel: this.channels.alerts,
       circuit: cfg.notify.webhook.circuit,
-      endpoints: () => this.endpointMap,
+      endpoints: () => this.registry.byName,
       log,
     });
     this.endpointStates = states;
@@ -222,7 +237,7 @@ export class Service {
       handlers: {
         ...opts.handlers,
         [WEBHOOK_JOB]: createDeliverHandler({
-          endpoints: () => this.endpointMap,
+          endpoints: () => this.registry.byName,
           agentFor: this.agentFor,
           isProbe: (id) => states.isProbe(id),
           recheckMs: Math.min(j.retry.base, 60_000),
@@ -253,7 +268,7 @@ export class Service {
       },
     });
     // Jobs skipped while their endpoint was unknown or disabled: due at once now that it is back.
-    const back = this.endpointList.filter((e) => e.enabled).map((e) => e.name);
+    const back = this.registry.endpoints.filter((e) => e.enabled).map((e) => e.name);
     if (back.length > 0 && cfg.notify.webhook.enabled) {
       const woken = await unparkJobs(this.db.pool, back);
       if (woken > 0) log.info({ event: 'jobs.unparked', jobs: woken }, 'jobs skipped for endpoints that are enabled now are due again');
@@ -282,6 +297,7 @@ export class Service {
   async stop(): Promise<void> {
     this.stopping ??= (async () => {
       await this.stopWork();
+      await this.registry.stop();
       await this.agents?.close();
       this.tokens?.close();
       await this.tokensListener?.close();

@@ -12,10 +12,19 @@ import { iso } from './params.js';
 /** Endpoints as operators see them: config (URL shown, secret never) and recent delivery health. */
 export interface EndpointHealth {
   name: string;
+  /** config: from the config file (pause and resume only through the API); api: created through the API. */
+  source: 'config' | 'api';
+  description: string;
+  /** The principal that created it (api endpoints); null for config endpoints. */
+  owner: string | null;
+  created_at: string | null;
+  updated_at: string | null;
   url: string;
   topics: readonly string[];
   enabled: boolean;
   scheme: Scheme;
+  timeout_ms: number;
+  max_in_flight: number;
   window_minutes: number;
   /** Attempts in the window (shutdown-aborted ones left out: they say nothing about the receiver). */
   attempts: number;
@@ -107,10 +116,17 @@ export async function endpointHealth(
     const st = states.get(e.name);
     return {
       name: e.name,
+      source: e.source ?? 'config',
+      description: e.description ?? '',
+      owner: e.owner ?? null,
+      created_at: e.created_at ?? null,
+      updated_at: e.updated_at ?? null,
       url: redactUrl(e.url),
       topics: e.topics,
       enabled: e.enabled,
       scheme: e.scheme,
+      timeout_ms: e.timeout,
+      max_in_flight: e.max_in_flight,
       window_minutes: windowMinutes,
       attempts: s?.attempts ?? 0,
       success_rate: s ? s.success_rate : null,

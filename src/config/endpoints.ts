@@ -19,6 +19,18 @@ export interface Endpoint {
   readonly headers: Readonly<Record<string, string>>;
   /** False when this endpoint or `notify.webhook.enabled` is off. */
   readonly enabled: boolean;
+  /** Where it is defined: the config file (absent means config too) or the endpoints API (stored in PostgreSQL). */
+  readonly source?: 'config' | 'api';
+  readonly description?: string;
+  /** The principal that created a stored endpoint. */
+  readonly owner?: string;
+  readonly created_at?: string;
+  readonly updated_at?: string;
+  /** Connections only to global unicast addresses (docs/operations.md#ssrf-guard): always for stored endpoints. */
+  readonly ssrf_guard?: boolean;
+  /** A secret rotation's overlap: the new secret, signing beside `secret` until rotate_until (epoch ms). */
+  readonly secret_next?: string;
+  readonly rotate_until?: number;
 }
 
 export const DEFAULT_ENDPOINT = 'default';

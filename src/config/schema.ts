@@ -100,6 +100,13 @@ const webhook = withRule(
     rate_limit: rateLimit().prefault('').describe('default per-endpoint rate limit, "20/s" or "600/min"; empty: none'),
     circuit: circuit.prefault({}).describe('circuit breaker per endpoint, shared by every process'),
     max_age: duration({ positive: true }).prefault('72h').describe('a job held undelivered this long (from its latest series) goes dead'),
+    service_endpoints: strict({
+      topics: topics()
+        .default(() => [])
+        .describe('topic patterns a service token may subscribe its own endpoints to; empty: services create none'),
+    })
+      .prefault({})
+      .describe('endpoints created through the API by role service'),
     topics: topics()
       .default(() => [])
       .describe('whitelist of the default endpoint'),

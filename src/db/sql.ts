@@ -8,7 +8,14 @@ export function quoteLiteral(value: string): string {
 }
 
 /** NOTIFY channels are per schema, so two installations sharing a database never wake each other. */
-export function channels(schema: string): { jobs: string; events: string; alerts: string; users: string; endpoints: string } {
+export function channels(schema: string): {
+  jobs: string;
+  events: string;
+  alerts: string;
+  users: string;
+  endpoints: string;
+  endpointDefs: string;
+} {
   // users: a revoked or reissued user's name, so every process forgets its cached tokens (src/admin/users.ts).
   // endpoints: an endpoint whose shared state changed (circuit, pause), so every process re-reads it at once.
   return {
@@ -17,5 +24,7 @@ export function channels(schema: string): { jobs: string; events: string; alerts
     alerts: `${schema}.acw_alerts`,
     users: `${schema}.acw_users`,
     endpoints: `${schema}.acw_endpoints`,
+    // endpointDefs: a stored endpoint was created, changed or deleted, so every process re-reads them.
+    endpointDefs: `${schema}.acw_endpoint_defs`,
   };
 }

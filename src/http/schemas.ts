@@ -61,6 +61,8 @@ export const notificationsQuery = z.strictObject({
 });
 
 export const endpointsQuery = z.strictObject({ window_minutes: intParam(1, 10_080).optional() });
+export const deleteEndpointQuery = z.strictObject({ force: boolParam.optional() });
+export { createEndpointInput as createEndpointBody, updateEndpointInput as updateEndpointBody } from '../endpoints/input.js';
 
 /** `action`: repeated or comma-separated; src/admin/alerts.ts checks each names an alert action. */
 const alertAction = z.union([z.string().max(1000), z.array(z.string().max(1000)).max(20)]);

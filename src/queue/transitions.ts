@@ -419,6 +419,19 @@ export async function operatorCancelJob(client: Queryable, id: string): Promise<
   return upd.rows[0]!;
 }
 
+/**
+ * Operator force-delete of an endpoint: every pending job of it -> cancelled (running ones finish;
+ * their retries find the endpoint gone). Reads the endpoint's range of the due index. Returns how many.
+ */
+export async function cancelEndpointJobs(client: Queryable, endpoint: string): Promise<number> {
+  const res = await client.query(
+    `update jobs set status = 'cancelled', last_error = 'endpoint deleted', ${NOT_SKIPPED}, updated_at = now()
+     where status = 'pending' and endpoint = $1`,
+    [endpoint],
+  );
+  return res.rowCount ?? 0;
+}
+
 /** Operator redrive: every dead job matching -> pending with a fresh attempt series. Returns how many. */
 export async function operatorRedriveJobs(client: Queryable, m: RedriveMatch): Promise<number> {
   const { where, values } = redriveWhere(m);

@@ -1,3 +1,4 @@
+import { purgeTombstones } from '../endpoints/store.js';
 import type pg from 'pg';
 import type { Logger } from '../log.js';
 import type { PeriodicRunner } from './scheduler.js';
@@ -15,6 +16,8 @@ export interface PurgeCounts {
   dead: number;
   events: number;
   notifications: number;
+  /** Deleted endpoints whose name was kept for their old jobs (docs/operations.md#endpoints-at-run-time). */
+  endpoint_tombstones: number;
 }
 
 /** Idempotency keys live on events; whatever the retention, they are kept at least this long. */
@@ -82,7 +85,8 @@ export async function purgeOld(pool: pg.Pool, opts: PurgeOptions): Promise<Purge
     b,
     signal,
   );
-  return { completed, dead, events, notifications };
+  const tombstones = await purgeTombstones(pool, opts.deadRetentionMs);
+  return { completed, dead, events, notifications, endpoint_tombstones: tombstones };
 }
 
 export function jobPurge(opts: PurgeOptions & { intervalMs: number }): PeriodicRunner {

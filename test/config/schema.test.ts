@@ -68,6 +68,7 @@ describe('defaults', () => {
             alert_after: 600_000,
           },
           max_age: 259_200_000,
+          service_endpoints: { topics: [] },
           topics: [],
           scheme: 'acw',
           headers: {},

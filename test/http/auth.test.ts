@@ -80,7 +80,7 @@ const table: Row[] = [
     body: { status: 'dead', dry_run: true },
     expect: { service: 403, admin: 200, viewer: 403 },
   },
-  { route: 'GET /v1/endpoints', method: 'GET', path: () => '/v1/endpoints', expect: { service: 403, admin: 200, viewer: 200 } },
+  { route: 'GET /v1/endpoints', method: 'GET', path: () => '/v1/endpoints', expect: { service: 200, admin: 200, viewer: 200 } },
   {
     route: 'POST /v1/endpoints/:name/test',
     method: 'POST',

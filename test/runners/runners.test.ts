@@ -154,7 +154,7 @@ describe('purge', () => {
     await db.pool.query(`insert into audit_log (action, created_at) values ('webhook.dead_letter', now() - interval '400 days')`);
 
     const counts = await purgeOld(db.pool, { completedRetentionMs: 168 * 3600_000, deadRetentionMs: 720 * 3600_000, batchSize: 1 });
-    expect(counts).toEqual({ completed: 1, dead: 2, events: 1, notifications: 1 });
+    expect(counts).toEqual({ completed: 1, dead: 2, events: 1, notifications: 1, endpoint_tombstones: 0 });
     const left = (await db.pool.query('select id from jobs')).rows.map((r) => r.id).toSorted();
     expect(left).toEqual([ids[1], ids[3], ids[5]].toSorted());
     const att = (await db.pool.query('select job_id from webhook_attempts')).rows.map((r) => r.job_id).toSorted();

@@ -314,4 +314,44 @@ describe('circuit breaker', () => {
       await rx.close();
     }
   });
+
+  it('max age: a job held by a pause past notify.webhook.max_age goes dead once, with one notification per endpoint per sweep', async () => {
+    const rx = await startReceiver();
+    const api = await startApi(db, {
+      notify: {
+        webhook: {
+          circuit: { cooldown: '100ms' },
+          max_age: '5s',
+          endpoints: [{ name: 'aged', url: `${rx.url}/aged`, secret: SECRET, topics: ['*'] }],
+        },
+      },
+    });
+    const admin = await makeUser(db.pool, 'age-admin', 'admin');
+    try {
+      expect((await call(api.url, 'POST', '/v1/endpoints/aged/pause', { token: admin })).status).toBe(200);
+      const ids = await enqueueJobs(db.pool, deliveries('aged', 3), api.svc.channels.jobs);
+      // Held for longer than max_age: their series started a minute ago.
+      await db.pool.query(`update jobs set series_started_at = now() - interval '1 minute' where id = any($1::uuid[])`, [ids]);
+      const dead = await waitFor(async () => {
+        const r = await db.pool.query<{ status: string; last_error: string }>(
+          `select status, last_error from jobs where id = any($1::uuid[])`,
+          [ids],
+        );
+        return r.rows.every((x) => x.status === 'dead') ? r.rows : null;
+      }, 20_000);
+      expect(dead.map((r) => r.last_error)).toEqual(['endpoint unavailable', 'endpoint unavailable', 'endpoint unavailable']);
+      const alerts = await db.pool.query<{ details: { count: number } }>(
+        `select details from audit_log where action = 'endpoint.expired' and target_id = 'aged'`,
+      );
+      expect(alerts.rows.map((r) => r.details.count)).toEqual([3]);
+      const notes = await db.pool.query(
+        `select 1 from notifications n join users u on u.id = n.user_id where u.name = 'age-admin' and n.topic = 'endpoint.expired'`,
+      );
+      expect(notes.rowCount).toBe(1);
+      expect(rx.requests).toHaveLength(0);
+    } finally {
+      await api.close();
+      await rx.close();
+    }
+  }, 40_000);
 });

@@ -1,7 +1,22 @@
 import type { Command } from 'commander';
+import type pg from 'pg';
 import { pauseEndpoint, requireEndpoint, resumeEndpoint } from '../../admin/endpoint-state.js';
 import { endpointHealth, endpointView } from '../../admin/endpoints.js';
+import type { Config, Endpoint } from '../../config/index.js';
 import { resolveEndpoints } from '../../config/index.js';
+import type { Queryable } from '../../db/pool.js';
+import { createEndpointInput, updateEndpointInput } from '../../endpoints/input.js';
+import {
+  createStoredEndpoint,
+  deleteStoredEndpoint,
+  readStoredEndpoints,
+  toEndpoint,
+  updateStoredEndpoint,
+  type SecretCodec,
+  type StoreContext,
+} from '../../endpoints/store.js';
+import { fromZod } from '../../http/errors.js';
+import type { z } from 'zod';
 import { channels } from '../../db/sql.js';
 import { EXIT, ExitError, printJson, readConfig, withDatabase, type GlobalOptions } from '../context.js';
 import { actor } from './admin.js';
@@ -24,7 +39,7 @@ export function registerEndpoints(program: Command): void {
         throw new ExitError(EXIT.usage, `--window-minutes: expected whole minutes from 1 to 10080, got ${JSON.stringify(o.windowMinutes)}`);
       const config = readConfig(o, { needSecrets: false });
       await withDatabase(config, async (db) => {
-        for (const e of await endpointHealth(db.pool, resolveEndpoints(config), minutes)) if (!printJson(e)) break;
+        for (const e of await endpointHealth(db.pool, await allEndpoints(db.pool, config), minutes)) if (!printJson(e)) break;
       });
     });
   for (const [action, fn, help] of [
@@ -38,13 +53,184 @@ export function registerEndpoints(program: Command): void {
       .option('-c, --config <file>', 'config file')
       .action(async (name: string, o: GlobalOptions) => {
         const config = readConfig(o, { needSecrets: false }); // nothing here delivers
-        const list = resolveEndpoints(config);
-        requireEndpoint(list, name); // an unknown name fails before a database is opened (or an embedded one started)
         await withDatabase(config, async (db, log) => {
+          const list = await allEndpoints(db.pool, config);
+          requireEndpoint(list, name);
           const ctx = { pool: db.pool, endpoints: list, channel: channels(config.database.schema).endpoints, log };
           const { changed } = await fn(ctx, name, actor());
           printJson({ ...(await endpointView(db.pool, list, name)), changed });
         });
       });
   }
+  registerStoredEndpoints(endpoints);
+}
+
+/** Stored secrets are not opened for a view: the CLI shows no secret, and needs no key to list. */
+const NO_SECRETS: SecretCodec = { seal: () => '', open: () => '' };
+
+/** The config file's endpoints, then those stored through the API (as every process sees them). */
+export async function allEndpoints(db: Queryable, config: Config): Promise<Endpoint[]> {
+  const fromConfig = resolveEndpoints(config);
+  const names = new Set(fromConfig.map((e) => e.name));
+  const stored = (await readStoredEndpoints(db)).filter((r) => !names.has(r.name)).map((r) => toEndpoint(r, config, NO_SECRETS));
+  return [...fromConfig, ...stored];
+}
+
+interface EndpointFlags extends GlobalOptions {
+  url?: string;
+  topics?: string;
+  scheme?: string;
+  header?: string[];
+  timeout?: string;
+  maxInFlight?: string;
+  rateLimit?: string;
+  description?: string;
+  secret?: string;
+  disabled?: boolean;
+  enabled?: boolean;
+}
+
+/** The flags as the API's body, so both refuse the same input with the same message (exit 2). */
+function bodyOf(o: EndpointFlags): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  if (o.url !== undefined) body['url'] = o.url;
+  if (o.topics !== undefined)
+    body['topics'] = o.topics
+      .split(',')
+      .map((t) => t.trim())
+      .filter((t) => t !== '');
+  if (o.scheme !== undefined) body['scheme'] = o.scheme;
+  if (o.header !== undefined) {
+    const headers: Record<string, string> = {};
+    for (const h of o.header) {
+      const at = h.indexOf('=');
+      if (at <= 0) throw new ExitError(EXIT.usage, `--header: expected NAME=VALUE, got ${JSON.stringify(h.slice(0, 100))}`);
+      headers[h.slice(0, at)] = h.slice(at + 1);
+    }
+    body['headers'] = headers;
+  }
+  if (o.timeout !== undefined) body['timeout'] = o.timeout;
+  if (o.maxInFlight !== undefined) body['max_in_flight'] = o.maxInFlight;
+  if (o.rateLimit !== undefined) body['rate_limit'] = o.rateLimit === '' || o.rateLimit === 'none' ? null : o.rateLimit;
+  if (o.description !== undefined) body['description'] = o.description;
+  if (o.disabled) body['enabled'] = false;
+  if (o.enabled) body['enabled'] = true;
+  return body;
+}
+
+function parseFlags<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+  const r = schema.safeParse(body);
+  if (!r.success) throw new ExitError(EXIT.usage, fromZod(r.error, 'body').message);
+  return r.data;
+}
+
+/** The key that seals stored secrets, as the service finds it (config, environment, or the embedded server's key file). */
+let codecFor: (config: Config) => Promise<SecretCodec | null> = async () => null;
+export function setCodecLoader(fn: (config: Config) => Promise<SecretCodec | null>): void {
+  codecFor = fn;
+}
+
+function withEndpointFlags(cmd: Command): Command {
+  return cmd
+    .option('--url <url>', 'http(s) URL the POST goes to')
+    .option('--topics <list>', 'comma-separated whitelist: exact topics, "prefix.*" or "*"')
+    .option('--scheme <scheme>', 'acw (X-ACW-* headers) or standard (Standard Webhooks)')
+    .option('--header <name=value>', 'an extra request header (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
+    .option('--timeout <duration>', 'per-attempt timeout, 100ms to 60s')
+    .option('--max-in-flight <n>', 'concurrent deliveries per process')
+    .option('--rate-limit <rate>', '"20/s" or "600/min" across all processes ("none" clears it)')
+    .option('--description <text>', 'what it is for')
+    .option('-c, --config <file>', 'config file');
+}
+
+async function storeOf(config: Config, pool: pg.Pool, needKey: boolean): Promise<StoreContext> {
+  const codec = await codecFor(config);
+  if (!codec && needKey) {
+    throw new ExitError(
+      EXIT.failure,
+      'secrets.encryption_key: not set, so endpoint secrets cannot be stored encrypted; set it (or ACW_ENCRYPTION_KEY)',
+    );
+  }
+  return {
+    pool,
+    codec: codec ?? NO_SECRETS,
+    configNames: new Set(resolveEndpoints(config).map((e) => e.name)),
+    channel: channels(config.database.schema).endpointDefs,
+    serviceTopics: config.notify.webhook.service_endpoints.topics,
+    tombstoneMs: config.jobs.job_purge.dead_retention,
+  };
+}
+
+/** `endpoints add|show|update|remove`: the endpoints API's create, read, change and delete, from the shell. */
+function registerStoredEndpoints(endpoints: Command): void {
+  withEndpointFlags(
+    endpoints
+      .command('add')
+      .description('create an endpoint (stored in the database, live in every process within a second); prints it with its secret, once')
+      .argument('<name>', 'endpoint name'),
+  )
+    .option('--secret <secret>', 'use this signing secret instead of a generated one')
+    .option('--disabled', 'create it disabled (its jobs wait)')
+    .action(async (name: string, o: EndpointFlags) => {
+      const input = parseFlags(createEndpointInput, { name, ...bodyOf(o), ...(o.secret !== undefined ? { secret: o.secret } : {}) });
+      const config = readConfig(o, { needSecrets: false });
+      const total = config.notify.webhook.max_in_flight_total;
+      if (input.max_in_flight !== undefined && input.max_in_flight > total) {
+        throw new ExitError(
+          EXIT.usage,
+          `max_in_flight: must not exceed notify.webhook.max_in_flight_total (${total}), got ${input.max_in_flight}`,
+        );
+      }
+      await withDatabase(config, async (db) => {
+        const { secret } = await createStoredEndpoint(await storeOf(config, db.pool, true), input, { name: actor(), role: 'admin' });
+        printJson({ ...(await endpointView(db.pool, await allEndpoints(db.pool, config), name)), secret });
+      });
+    });
+
+  endpoints
+    .command('show')
+    .description("one endpoint's view: definition, circuit, pause, held jobs and recent health (never its secret)")
+    .argument('<name>', 'endpoint name')
+    .option('-c, --config <file>', 'config file')
+    .action(async (name: string, o: GlobalOptions) => {
+      const config = readConfig(o, { needSecrets: false });
+      await withDatabase(config, async (db) => {
+        printJson(await endpointView(db.pool, await allEndpoints(db.pool, config), name));
+      });
+    });
+
+  withEndpointFlags(
+    endpoints
+      .command('update')
+      .description('change a stored endpoint (config endpoints: edit the file)')
+      .argument('<name>', 'endpoint name'),
+  )
+    .option('--disabled', 'disable it (its jobs wait)')
+    .option('--enabled', 'enable it')
+    .action(async (name: string, o: EndpointFlags) => {
+      if (o.disabled && o.enabled) throw new ExitError(EXIT.usage, '--enabled and --disabled: give one of them');
+      const patch = parseFlags(updateEndpointInput, bodyOf(o));
+      const config = readConfig(o, { needSecrets: false });
+      await withDatabase(config, async (db) => {
+        await updateStoredEndpoint(await storeOf(config, db.pool, true), name, patch, { name: actor(), role: 'admin' });
+        printJson(await endpointView(db.pool, await allEndpoints(db.pool, config), name));
+      });
+    });
+
+  endpoints
+    .command('remove')
+    .description('delete a stored endpoint; refused while it has pending jobs unless --force, which cancels them')
+    .argument('<name>', 'endpoint name')
+    .option('--force', 'cancel its pending jobs')
+    .option('-c, --config <file>', 'config file')
+    .action(async (name: string, o: GlobalOptions & { force?: boolean }) => {
+      const config = readConfig(o, { needSecrets: false });
+      await withDatabase(config, async (db) => {
+        const { cancelled_jobs } = await deleteStoredEndpoint(await storeOf(config, db.pool, false), name, o.force === true, {
+          name: actor(),
+          role: 'admin',
+        });
+        printJson({ name, deleted: true, cancelled_jobs });
+      });
+    });
 }

@@ -2,8 +2,48 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { pauseEndpoint, resumeEndpoint, type EndpointStateContext } from '../../admin/endpoint-state.js';
 import { endpointHealth, endpointView, testEndpoint, type LocalDeliveries } from '../../admin/endpoints.js';
 import type { Service } from '../../service.js';
+import { createStoredEndpoint, deleteStoredEndpoint, updateStoredEndpoint, type Actor, type StoreContext } from '../../endpoints/store.js';
+import { ApiError, badField } from '../../errors.js';
+import type { Endpoint } from '../../config/index.js';
 import { ADMIN, principalOf, READ } from '../auth.js';
-import { emptyBody, endpointParams, endpointsQuery, parse } from '../schemas.js';
+import {
+  createEndpointBody,
+  deleteEndpointQuery,
+  emptyBody,
+  endpointParams,
+  endpointsQuery,
+  parse,
+  updateEndpointBody,
+} from '../schemas.js';
+
+/** Who may read endpoints: viewers and admins all of them, a service its own (docs/operations.md#endpoints-at-run-time). */
+const READ_OR_SERVICE = [...READ, 'service'] as const;
+/** Who may create, change and delete stored endpoints (a service: its own, within its granted topics). */
+const WRITE = ['admin', 'service'] as const;
+
+const NO_CODEC = {
+  seal: (): string => {
+    throw encryptionKeyMissing();
+  },
+  open: (): string => {
+    throw encryptionKeyMissing();
+  },
+};
+
+/** The 503 of a write that needs the encryption key where none is configured. */
+export function encryptionKeyMissing(): ApiError {
+  return new ApiError(
+    503,
+    'encryption_key_missing',
+    'secrets.encryption_key: not set, so endpoint secrets cannot be stored encrypted; set it (or ACW_ENCRYPTION_KEY) on every process',
+    { field: 'secrets.encryption_key' },
+  );
+}
+
+function actorOf(req: FastifyRequest): Actor {
+  const p = principalOf(req);
+  return { name: p.name, role: p.role };
+}
 
 /** Endpoints with their whitelist, shared state and recent health; pause, resume, and a `webhook.test` event to one of them. */
 export function endpointRoutes(app: FastifyInstance, svc: Service): void {
@@ -14,9 +54,65 @@ export function endpointRoutes(app: FastifyInstance, svc: Service): void {
   };
   const ctx = (): EndpointStateContext => ({ pool: svc.db.pool, endpoints: svc.endpoints, channel: svc.channels.endpoints, log: svc.log });
 
-  app.get('/v1/endpoints', { config: { roles: READ } }, async (req) => {
+  /** What this principal may see: a service only the endpoints it created. */
+  const visible = (actor: Actor): readonly Endpoint[] =>
+    actor.role === 'service' ? svc.endpoints.filter((e) => e.source === 'api' && e.owner === actor.name) : svc.endpoints;
+  // Deleting needs no key (nothing is sealed or opened); creating and changing do.
+  const store = (needKey = true): StoreContext => {
+    const codec = svc.secretCodec ?? (needKey ? null : NO_CODEC);
+    if (!codec) throw encryptionKeyMissing();
+    const cfg = svc.config;
+    return {
+      pool: svc.db.pool,
+      codec,
+      configNames: svc.registry.configNames,
+      channel: svc.channels.endpointDefs,
+      serviceTopics: cfg.notify.webhook.service_endpoints.topics,
+      tombstoneMs: cfg.jobs.job_purge.dead_retention,
+    };
+  };
+  const checkBudget = (maxInFlight: number | undefined): void => {
+    const total = svc.config.notify.webhook.max_in_flight_total;
+    if (maxInFlight !== undefined && maxInFlight > total) {
+      throw badField('max_in_flight', `must not exceed notify.webhook.max_in_flight_total (${total}), got ${maxInFlight}`);
+    }
+  };
+
+  app.get('/v1/endpoints', { config: { roles: READ_OR_SERVICE } }, async (req) => {
     const q = parse(endpointsQuery, req.query, 'query');
-    return { items: await endpointHealth(svc.db.pool, svc.endpoints, q.window_minutes, local()) };
+    return { items: await endpointHealth(svc.db.pool, visible(actorOf(req)), q.window_minutes, local()) };
+  });
+
+  app.get('/v1/endpoints/:name', { config: { roles: READ_OR_SERVICE } }, async (req) => {
+    const { name } = parse(endpointParams, req.params, 'params');
+    return endpointView(svc.db.pool, visible(actorOf(req)), name, local());
+  });
+
+  // The secret is in this answer only: stored encrypted, never shown again.
+  app.post('/v1/endpoints', { config: { roles: WRITE } }, async (req, reply) => {
+    const input = parse(createEndpointBody, req.body, 'body');
+    checkBudget(input.max_in_flight);
+    const { secret } = await createStoredEndpoint(store(), input, actorOf(req));
+    // This process delivers to it at once; the others within a second (NOTIFY, or their poll).
+    await svc.registry.refresh(true);
+    return reply.code(201).send({ ...(await endpointView(svc.db.pool, svc.endpoints, input.name, local())), secret });
+  });
+
+  app.patch('/v1/endpoints/:name', { config: { roles: WRITE } }, async (req) => {
+    const { name } = parse(endpointParams, req.params, 'params');
+    const patch = parse(updateEndpointBody, req.body, 'body');
+    checkBudget(patch.max_in_flight);
+    await updateStoredEndpoint(store(), name, patch, actorOf(req));
+    await svc.registry.refresh(true);
+    return endpointView(svc.db.pool, svc.endpoints, name, local());
+  });
+
+  app.delete('/v1/endpoints/:name', { config: { roles: WRITE } }, async (req) => {
+    const { name } = parse(endpointParams, req.params, 'params');
+    const q = parse(deleteEndpointQuery, req.query, 'query');
+    const { cancelled_jobs } = await deleteStoredEndpoint(store(false), name, q.force ?? false, actorOf(req));
+    await svc.registry.refresh(true);
+    return { name, deleted: true, cancelled_jobs };
   });
 
   app.post('/v1/endpoints/:name/test', { config: { roles: ADMIN } }, async (req, reply) => {

@@ -1,0 +1,204 @@
+import type pg from 'pg';
+import { resolveEndpoints, type Config, type Endpoint } from '../config/index.js';
+import { Listener } from '../db/listener.js';
+import { coerceError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { readStoredEndpoints, storedVersion, toEndpoint, type SecretCodec, type StoredRow } from './store.js';
+
+export interface RegistryOptions {
+  pool: pg.Pool;
+  /** For the LISTEN connection. */
+  url: string;
+  /** NOTIFY channel the endpoints API announces changes on. */
+  channel: string;
+  config: Config;
+  /** Opens stored secrets; null: no encryption key here, so stored endpoints are held (their jobs wait). */
+  codec: SecretCodec | null;
+  log: Logger;
+  /** Look at the table at least this often (a lost NOTIFY costs at most this). Default 1 s. */
+  pollMs?: number;
+  /** Called after the list changed (new objects: a changed endpoint is a new object). */
+  onChange?: (endpoints: readonly Endpoint[]) => void;
+}
+
+/** A config endpoint's name is also a stored endpoint's: refused at start (docs/operations.md#endpoints-at-run-time). */
+export class EndpointNameClash extends Error {
+  override readonly name = 'EndpointNameClash';
+}
+
+/**
+ * The endpoints this process delivers to (docs/operations.md#endpoints-at-run-time): those of the
+ * config file (`source: config`), then those stored through the API (`source: api`), read at start,
+ * again on every NOTIFY of the API's changes, and at least every second (a cheap fingerprint first),
+ * so a change reaches every process within a second. Each change makes a new list and new objects
+ * for what changed; an attempt already under way keeps the endpoint object it started with.
+ */
+export class EndpointRegistry {
+  private readonly fromConfig: Endpoint[];
+  private list: readonly Endpoint[];
+  private map: ReadonlyMap<string, Endpoint>;
+  private version = '';
+  private byRow = new Map<string, { key: string; ep: Endpoint }>();
+  private listener: Listener | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private reading: Promise<void> | null = null;
+  private again = false;
+  private stopped = false;
+  private readonly unreadable = new Set<string>();
+
+  constructor(private readonly opts: RegistryOptions) {
+    this.fromConfig = resolveEndpoints(opts.config);
+    this.list = this.fromConfig;
+    this.map = new Map(this.list.map((e) => [e.name, e]));
+  }
+
+  get endpoints(): readonly Endpoint[] {
+    return this.list;
+  }
+
+  get byName(): ReadonlyMap<string, Endpoint> {
+    return this.map;
+  }
+
+  /** Names defined in the config file. */
+  get configNames(): ReadonlySet<string> {
+    return new Set(this.fromConfig.map((e) => e.name));
+  }
+
+  /**
+   * Read the table once (refusing a name clash with the config), then follow it. A database that
+   * cannot be read yet (unreachable, or not migrated: /readyz says so) does not stop the start: the
+   * config's endpoints serve meanwhile, and the table is read once it can be.
+   */
+  async start(): Promise<void> {
+    let rows: StoredRow[] | null = null;
+    try {
+      rows = await readStoredEndpoints(this.opts.pool);
+      this.version = await storedVersion(this.opts.pool);
+    } catch (err) {
+      this.opts.log.warn({ event: 'endpoints.read_error', err: coerceError(err).message }, 'stored endpoints cannot be read yet; retrying');
+    }
+    if (rows) {
+      const clash = rows.filter((r) => this.fromConfig.some((e) => e.name === r.name));
+      if (clash.length > 0) {
+        const names = clash.map((r) => r.name).join(', ');
+        throw new EndpointNameClash(
+          `notify.webhook.endpoints: ${names} ${clash.length === 1 ? 'is' : 'are'} also created through the endpoints API ` +
+            `(stored in the database): rename the config entry, or delete the stored endpoint (acw-webhooks endpoints remove NAME)`,
+        );
+      }
+      this.apply(rows);
+    }
+    this.listener = new Listener({
+      url: this.opts.url,
+      channels: [this.opts.channel],
+      log: this.opts.log,
+      onNotify: () => void this.refresh(true),
+      onReconnect: () => void this.refresh(true),
+    });
+    // It never throws: a failed connect is retried in the background, the poll covering the gap.
+    await this.listener.start();
+    this.schedule();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.reading;
+    await this.listener?.close();
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      void this.refresh(false).finally(() => this.schedule());
+    }, this.opts.pollMs ?? 1_000);
+  }
+
+  /** Re-read (always after a NOTIFY; after the poll only when the fingerprint moved). One read at a time. */
+  async refresh(force: boolean): Promise<void> {
+    if (this.reading) {
+      this.again ||= force;
+      return this.reading;
+    }
+    this.reading = (async () => {
+      try {
+        const v = await storedVersion(this.opts.pool);
+        if (!force && v === this.version) return;
+        const rows = await readStoredEndpoints(this.opts.pool);
+        this.version = v;
+        this.apply(rows);
+      } catch (err) {
+        this.opts.log.warn({ event: 'endpoints.read_error', err: coerceError(err).message }, 'reading stored endpoints failed; retrying');
+      }
+    })().finally(() => {
+      this.reading = null;
+      if (this.again && !this.stopped) {
+        this.again = false;
+        void this.refresh(true);
+      }
+    });
+    return this.reading;
+  }
+
+  private apply(rows: readonly StoredRow[]): void {
+    const next = new Map<string, { key: string; ep: Endpoint }>();
+    let changed = rows.length !== this.byRow.size;
+    for (const r of rows) {
+      if (this.fromConfig.some((e) => e.name === r.name)) continue; // refused at start; a later clash keeps the config's
+      const key = `${r.updated_at.getTime()}:${r.created_at.getTime()}`;
+      const prev = this.byRow.get(r.name);
+      if (prev && prev.key === key) {
+        next.set(r.name, prev);
+        continue;
+      }
+      changed = true;
+      next.set(r.name, { key, ep: this.open(r) });
+    }
+    for (const name of this.byRow.keys()) if (!next.has(name)) changed = true;
+    this.byRow = next;
+    if (!changed) return;
+    this.list = [...this.fromConfig, ...[...next.values()].map((v) => v.ep)];
+    this.map = new Map(this.list.map((e) => [e.name, e]));
+    this.opts.onChange?.(this.list);
+  }
+
+  /** The row as an Endpoint; one whose secret cannot be opened here is held (disabled), never sent unsigned. */
+  private open(r: StoredRow): Endpoint {
+    const codec = this.opts.codec;
+    try {
+      if (!codec) throw new Error('no encryption key is configured here (secrets.encryption_key)');
+      const ep = toEndpoint(r, this.opts.config, codec);
+      this.unreadable.delete(r.name);
+      return ep;
+    } catch (err) {
+      if (!this.unreadable.has(r.name)) {
+        this.unreadable.add(r.name);
+        this.opts.log.error(
+          { event: 'endpoint.secret_unreadable', endpoint: r.name, err: coerceError(err).message },
+          `endpoint ${r.name}: its secret cannot be opened here, so its jobs wait`,
+        );
+      }
+      const w = this.opts.config.notify.webhook;
+      return {
+        name: r.name,
+        url: r.url,
+        secret: '',
+        topics: r.topics,
+        timeout: r.timeout_ms ?? w.timeout,
+        connect_timeout: Math.min(w.connect_timeout ?? 5_000, r.timeout_ms ?? w.timeout),
+        max_in_flight: Math.min(r.max_in_flight ?? w.max_in_flight, w.max_in_flight_total),
+        rate_limit: 0,
+        scheme: r.scheme,
+        headers: r.headers,
+        enabled: false,
+        source: 'api',
+        description: r.description,
+        owner: r.owner,
+        created_at: r.created_at.toISOString(),
+        updated_at: r.updated_at.toISOString(),
+        ssrf_guard: true,
+      };
+    }
+  }
+}
