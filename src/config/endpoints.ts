@@ -19,6 +19,13 @@ export interface Endpoint {
   readonly headers: Readonly<Record<string, string>>;
   /** False when this endpoint or `notify.webhook.enabled` is off. */
   readonly enabled: boolean;
+  /**
+   * True: every connection is checked by the SSRF guard (docs/operations.md#ssrf-guard). Endpoints
+   * stored through the API always are; config endpoints only with `ssrf_guard: true`.
+   */
+  readonly ssrf_guard: boolean;
+  /** `notify.webhook.allow_networks`: CIDRs the guard lets through (the same array for every endpoint). */
+  readonly allow_networks: readonly string[];
 }
 
 export const DEFAULT_ENDPOINT = 'default';
@@ -43,6 +50,8 @@ export function resolveEndpoints(config: Config): Endpoint[] {
       scheme: w.scheme,
       headers: w.headers,
       enabled: w.enabled,
+      ssrf_guard: false,
+      allow_networks: w.allow_networks,
     });
   }
   for (const ep of w.endpoints) {
@@ -60,6 +69,8 @@ export function resolveEndpoints(config: Config): Endpoint[] {
       headers: ep.headers,
       // The global switch short-circuits every endpoint, so callers need to check only this flag.
       enabled: w.enabled && ep.enabled,
+      ssrf_guard: ep.ssrf_guard,
+      allow_networks: w.allow_networks,
     });
   }
   return out;

@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import {
   bool,
+  cidrs,
   databaseUrl,
   duration,
   fraction,
@@ -64,6 +65,9 @@ const endpoint = withRule(
       .default(() => ({}))
       .describe('extra request headers'),
     enabled: bool().default(true).describe('false: jobs for this endpoint wait (held, as when paused) instead of being sent'),
+    ssrf_guard: bool()
+      .default(false)
+      .describe('true: refuse addresses outside global unicast, as for endpoints created through the API (see allow_networks)'),
   }),
   checkEndpoint,
 );
@@ -110,6 +114,9 @@ const webhook = withRule(
     endpoints: list(endpoint)
       .default(() => [])
       .describe('more endpoints, each with its own secret'),
+    allow_networks: cidrs()
+      .default(() => [])
+      .describe('CIDRs the SSRF guard lets through (internal receivers), e.g. ["10.20.0.0/16"]; empty: global unicast only'),
   }),
   checkWebhook,
 );

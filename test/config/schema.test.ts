@@ -72,6 +72,7 @@ describe('defaults', () => {
           scheme: 'acw',
           headers: {},
           endpoints: [],
+          allow_networks: [],
         },
       },
     });
@@ -403,6 +404,8 @@ describe('resolveEndpoints', () => {
         scheme: 'acw',
         headers: {},
         enabled: true,
+        ssrf_guard: false,
+        allow_networks: [],
       },
       {
         name: 'b',
@@ -416,6 +419,8 @@ describe('resolveEndpoints', () => {
         scheme: 'standard',
         headers: { 'X-Team': 'b' },
         enabled: true,
+        ssrf_guard: false,
+        allow_networks: [],
       },
       {
         name: 'c',
@@ -429,6 +434,8 @@ describe('resolveEndpoints', () => {
         scheme: 'acw',
         headers: {},
         enabled: false,
+        ssrf_guard: false,
+        allow_networks: [],
       },
     ]);
   });
@@ -449,6 +456,37 @@ describe('resolveEndpoints', () => {
     expect(connect({ connect_timeout: '1500ms', endpoints: [ep('b', { timeout: '2s' }), ep('c', { connect_timeout: '300ms' })] })).toEqual([
       ['b', 2_000, 1_500],
       ['c', 10_000, 300],
+    ]);
+  });
+
+  test('ssrf_guard: true applies the guard to a config endpoint (default off), with notify.webhook.allow_networks', () => {
+    const config = parseConfig(
+      webhook({
+        url: 'https://a.example.com',
+        secret: SECRET,
+        allow_networks: ['10.20.0.0/16', 'fd00::/8'],
+        endpoints: [endpointWith('b', { ssrf_guard: true }), endpointWith('c')],
+      }),
+    );
+    expect(resolveEndpoints(config).map((e) => [e.name, e.ssrf_guard, e.allow_networks])).toEqual([
+      ['default', false, ['10.20.0.0/16', 'fd00::/8']],
+      ['b', true, ['10.20.0.0/16', 'fd00::/8']],
+      ['c', false, ['10.20.0.0/16', 'fd00::/8']],
+    ]);
+  });
+
+  test('notify.webhook.allow_networks: each bad network is refused naming its index', () => {
+    expect(issuesOf(webhook({ allow_networks: ['127.0.0.0/8', '10.0.0.0/33', 'intranet', '10.1.0.0/8', 7] }))).toEqual([
+      'notify.webhook.allow_networks[1]: expected a prefix length from 0 to 32, got "10.0.0.0/33"',
+      'notify.webhook.allow_networks[2]: expected a network like "10.0.0.0/8" or "fd00::/8", got "intranet"',
+      'notify.webhook.allow_networks[3]: "10.1.0.0/8" has host bits set past /8: write the network address',
+      'notify.webhook.allow_networks[4]: expected a string, got 7',
+    ]);
+    expect(issuesOf(webhook({ allow_networks: '127.0.0.0/8' }))).toEqual([
+      'notify.webhook.allow_networks: expected a list, got "127.0.0.0/8"',
+    ]);
+    expect(issuesOf(webhook({ endpoints: [endpointWith('b', { ssrf_guard: 'yes' })] }))).toEqual([
+      'notify.webhook.endpoints[0].ssrf_guard: expected true or false, got "yes"',
     ]);
   });
 
