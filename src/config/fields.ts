@@ -8,6 +8,7 @@ import { show, showSecret } from './errors.js';
 import { parseListen } from './listen.js';
 import { redactUrl } from './redact-url.js';
 import { isValidTopicPattern } from './topics.js';
+import { parseKey } from '../crypto/secret-box.js';
 import { parseCidr } from '../net/ranges.js';
 
 interface HasInput {
@@ -153,6 +154,15 @@ export function topics() {
     error: (iss) => `expected a topic like "workspace.sync_failed", a pattern like "workspace.*", or "*", got ${show(iss.input)}`,
   });
   return list(item);
+}
+
+/** An AES-256 key as base64 of 32 bytes, or `""` (none); never echoed. */
+export function encryptionKey() {
+  return secretText().superRefine((s, ctx) => {
+    if (s === '') return;
+    const key = parseKey(s);
+    if (typeof key === 'string') ctx.addIssue({ code: 'custom', message: key });
+  });
 }
 
 /** Networks like `10.0.0.0/8` or `fd00::/8` (a bare address is a /32 or /128); each refusal names its index. */

@@ -8,6 +8,7 @@ import {
   cidrs,
   databaseUrl,
   duration,
+  encryptionKey,
   fraction,
   headers,
   httpUrl,
@@ -192,6 +193,16 @@ export const configSchema = strict({
     .prefault({})
     .describe('logging'),
   jobs: jobs.prefault({}).describe('queue, workers and periodic runners'),
+  secrets: strict({
+    encryption_key: encryptionKey()
+      .default('')
+      .describe('base64 of 32 bytes encrypting endpoint secrets at rest; unset: $ACW_ENCRYPTION_KEY, else a key file under data_dir'),
+    old_encryption_keys: list(encryptionKey())
+      .default(() => [])
+      .describe('keys that only decrypt: what was stored before encryption_key changed'),
+  })
+    .prefault({})
+    .describe('endpoint secrets at rest'),
   notify: strict({
     webhook: webhook.prefault({}).describe('outbound webhooks'),
   })

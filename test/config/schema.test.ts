@@ -48,6 +48,7 @@ describe('defaults', () => {
           batch_size: 1000,
         },
       },
+      secrets: { encryption_key: '', old_encryption_keys: [] },
       notify: {
         webhook: {
           enabled: true,
