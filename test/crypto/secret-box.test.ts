@@ -1,8 +1,11 @@
 // Endpoint secrets at rest (docs/operations.md#secrets-at-rest): AES-256-GCM round trips, a fresh IV
-// each time, every altered byte refused, the key picked by its id, and errors that quote nothing secret.
+// each time, every altered byte refused, the key picked by its id, and errors that quote nothing secret;
+// and the signing secrets generated for new endpoints.
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { isStandardSecret } from '../../src/config/index.js';
 import { keyIdOf, parseKey, SecretBox, SecretBoxError } from '../../src/crypto/secret-box.js';
+import { newSigningSecret } from '../../src/crypto/signing-secret.js';
 
 const KEY_A = Buffer.alloc(32, 0xa1);
 const KEY_B = Buffer.alloc(32, 0xb2);
@@ -142,5 +145,17 @@ describe('parseKey', () => {
       'expected base64 of exactly 32 bytes (e.g. from `openssl rand -base64 32`), got a value of 29 characters that is not base64',
     );
     expect(parseKey('')).toMatch(/got base64 of 0 bytes$/);
+  });
+});
+
+describe('newSigningSecret', () => {
+  it('gives 32 random bytes in the form each scheme expects', () => {
+    const acw = newSigningSecret('acw');
+    expect(acw).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(Buffer.from(acw, 'base64url')).toHaveLength(32);
+    const standard = newSigningSecret('standard');
+    expect(isStandardSecret(standard)).toBe(true);
+    expect(Buffer.from(standard.slice(6), 'base64')).toHaveLength(32);
+    expect(newSigningSecret('acw')).not.toBe(acw);
   });
 });
