@@ -1,4 +1,5 @@
 /** The normalised list of webhook endpoints: what the dispatcher fans out to and workers send to. */
+import { SsrfGuard } from '../net/ssrf.js';
 import type { Config, Scheme } from './schema.js';
 
 export interface Endpoint {
@@ -78,7 +79,8 @@ export function resolveEndpoints(config: Config): Endpoint[] {
 
 /**
  * What is valid but almost surely a mistake, each naming its key: an enabled endpoint with a URL
- * and no topics never receives an event (its whitelist is empty). `config check` prints these and
+ * and no topics never receives an event (its whitelist is empty); one with `ssrf_guard` whose URL
+ * the guard refuses (an IP literal or localhost outside `allow_networks`) never delivers. `config check` prints these and
  * the service logs them at start; neither refuses the config.
  */
 export function configWarnings(config: Config): string[] {
@@ -87,8 +89,25 @@ export function configWarnings(config: Config): string[] {
   if (!w.enabled) return out;
   const empty = 'empty: this endpoint receives no event (list topics, "prefix.*" or "*")';
   if (w.url !== '' && w.topics.length === 0) out.push(`notify.webhook.topics: ${empty}`);
+  const guard = new SsrfGuard({ allowNetworks: w.allow_networks });
   w.endpoints.forEach((ep, i) => {
     if (ep.enabled && ep.topics.length === 0) out.push(`notify.webhook.endpoints[${i}].topics: ${empty}`);
+    if (ep.enabled && ep.ssrf_guard) {
+      const refused = guardRefusal(guard, ep.url);
+      if (refused !== null) out.push(`notify.webhook.endpoints[${i}].${refused}: every delivery will fail (ssrf_guard is on)`);
+    }
   });
   return out;
+}
+
+/** The guard's refusal of a config endpoint's URL host (`url: ...`), or null. */
+function guardRefusal(guard: SsrfGuard, url: string): string | null {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return null; // the schema refused it already
+  }
+  const refused = guard.hostRefusal(parsed);
+  return refused === null ? null : `url: ${refused.message}`;
 }

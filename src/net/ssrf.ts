@@ -94,16 +94,22 @@ export class SsrfGuard {
     if (url.username !== '' || url.password !== '') {
       return fail(field, 'must not carry user-info ("user:password@"): put credentials in the endpoint headers');
     }
+    const refused = this.hostRefusal(url);
+    if (refused !== null) throw blocked(field, refused);
+    return url;
+  }
+
+  /** The refusal of a parsed URL's host when it is an IP literal or localhost; a name is checked at connect. */
+  hostRefusal(url: URL): BlockedAddressError | null {
     const host = hostOf(url);
     if (isIP(host) !== 0) {
       const range = this.refusal(host);
-      if (range !== null) throw blocked(field, new BlockedAddressError(host, host, range));
-    } else if (isLocalhost(host)) {
-      // RFC 6761: resolvers answer loopback for these without asking DNS.
-      const range = this.refusal('127.0.0.1');
-      if (range !== null) throw blocked(field, new BlockedAddressError(host, '127.0.0.1', range));
+      return range === null ? null : new BlockedAddressError(host, host, range);
     }
-    return url;
+    if (!isLocalhost(host)) return null;
+    // RFC 6761: resolvers answer loopback for these without asking DNS.
+    const range = this.refusal('127.0.0.1');
+    return range === null ? null : new BlockedAddressError(host, '127.0.0.1', range);
   }
 
   /**

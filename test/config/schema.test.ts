@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { resolveEndpoints } from '../../src/config/endpoints.js';
+import { configWarnings, resolveEndpoints } from '../../src/config/endpoints.js';
 import { ConfigError, parseConfig } from '../../src/config/load.js';
 
 /** The issues a config produces (fails the test if it is accepted). */
@@ -474,6 +474,22 @@ describe('resolveEndpoints', () => {
       ['b', true, ['10.20.0.0/16', 'fd00::/8']],
       ['c', false, ['10.20.0.0/16', 'fd00::/8']],
     ]);
+  });
+
+  test('warns about a guarded config endpoint whose URL the guard refuses, unless allow_networks opens it', () => {
+    const endpoints = [
+      endpointWith('a', { url: 'http://127.0.0.1:9000/h', ssrf_guard: true, topics: ['*'] }),
+      endpointWith('b', { url: 'http://127.0.0.1:9000/h', topics: ['*'] }),
+      endpointWith('c', { url: 'https://user:pw@[fd00::1]/h', ssrf_guard: true, topics: ['*'] }),
+      endpointWith('d', { url: 'https://hooks.example.com/h', ssrf_guard: true, topics: ['*'] }),
+    ];
+    expect(configWarnings(parseConfig(webhook({ endpoints })))).toEqual([
+      'notify.webhook.endpoints[0].url: 127.0.0.1 is in loopback 127.0.0.0/8: not a global unicast address ' +
+        '(notify.webhook.allow_networks can open it): every delivery will fail (ssrf_guard is on)',
+      'notify.webhook.endpoints[2].url: fd00::1 is in unique local (ULA) fc00::/7: not a global unicast address ' +
+        '(notify.webhook.allow_networks can open it): every delivery will fail (ssrf_guard is on)',
+    ]);
+    expect(configWarnings(parseConfig(webhook({ endpoints, allow_networks: ['127.0.0.0/8', 'fd00::/8'] })))).toEqual([]);
   });
 
   test('notify.webhook.allow_networks: each bad network is refused naming its index', () => {
