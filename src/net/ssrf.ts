@@ -48,7 +48,7 @@ export interface SsrfGuardOptions {
 
 const systemLookup: HostLookup = (hostname, family) =>
   new Promise((resolve, reject) => {
-    dnsLookup(hostname, { all: true, family, verbatim: true }, (err, addresses) => (err ? reject(err) : resolve(addresses)));
+    dnsLookup(hostname, { all: true, family }, (err, addresses) => (err ? reject(err) : resolve(addresses)));
   });
 
 export class SsrfGuard {
