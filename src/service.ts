@@ -19,7 +19,9 @@ import { createDeliverHandler, logAttempt } from './webhook/deliver.js';
 import { AdaptiveLimits } from './webhook/adaptive-limits.js';
 import { EndpointStates } from './webhook/endpoint-state.js';
 import { EndpointRegistry } from './endpoints/registry.js';
-import type { SecretCodec } from './endpoints/store.js';
+import { codecOf, type SecretCodec } from './endpoints/store.js';
+import { loadSecretBox } from './crypto/keys.js';
+import { SsrfGuard } from './net/ssrf.js';
 import { deadLetterHook } from './webhook/dead-letter.js';
 import { WEBHOOK_JOB } from './webhook/job.js';
 import { EndpointAgents } from './webhook/agents.js';
@@ -64,6 +66,8 @@ export class Service {
   readonly registry: EndpointRegistry;
   /** Opens and seals stored endpoints' secrets; null without an encryption key (stored endpoints then wait). */
   readonly secretCodec: SecretCodec | null;
+  /** Checks the URLs of endpoints created through the API (docs/operations.md#ssrf-guard). */
+  readonly ssrfGuard: SsrfGuard;
   /** Each endpoint's in-flight limit in this process: max_in_flight, lowered while it fails. */
   readonly limits: AdaptiveLimits;
   /** The endpoint's HTTP agent for an attempt: its own pool, or `httpAgent` when one was given. */
@@ -82,6 +86,7 @@ export class Service {
     this.db = db;
     this.channels = channels(opts.config.database.schema);
     this.secretCodec = opts.secretCodec ?? null;
+    this.ssrfGuard = new SsrfGuard({ allowNetworks: opts.config.notify.webhook.allow_networks });
     this.registry = new EndpointRegistry({
       pool: db.pool,
       url: db.url,
@@ -157,7 +162,17 @@ export class Service {
   static async start(opts: ServiceOptions): Promise<Service> {
     const log = opts.log ?? silentLogger;
     const db = opts.database ?? (await openDatabase(opts.config, log));
-    const svc = new Service(opts, db);
+    // The key for stored endpoints' secrets: configured, or the embedded server's key file (created once).
+    let secretCodec = opts.secretCodec;
+    if (secretCodec === undefined) {
+      try {
+        secretCodec = codecOf(await loadSecretBox(opts.config, log));
+      } catch (err) {
+        await db.close();
+        throw err;
+      }
+    }
+    const svc = new Service({ ...opts, secretCodec }, db);
     try {
       await svc.boot(opts);
     } catch (err) {

@@ -1,4 +1,5 @@
 /** The normalised list of webhook endpoints: what the dispatcher fans out to and workers send to. */
+import { SsrfGuard } from '../net/ssrf.js';
 import type { Config, Scheme } from './schema.js';
 
 export interface Endpoint {
@@ -26,8 +27,13 @@ export interface Endpoint {
   readonly owner?: string;
   readonly created_at?: string;
   readonly updated_at?: string;
-  /** Connections only to global unicast addresses (docs/operations.md#ssrf-guard): always for stored endpoints. */
-  readonly ssrf_guard?: boolean;
+  /**
+   * True: every connection is checked by the SSRF guard (docs/operations.md#ssrf-guard). Endpoints
+   * stored through the API always are; config endpoints only with `ssrf_guard: true`.
+   */
+  readonly ssrf_guard: boolean;
+  /** `notify.webhook.allow_networks`: CIDRs the guard lets through (the same array for every endpoint). */
+  readonly allow_networks: readonly string[];
   /** A secret rotation's overlap: the new secret, signing beside `secret` until rotate_until (epoch ms). */
   readonly secret_next?: string;
   readonly rotate_until?: number;
@@ -55,6 +61,8 @@ export function resolveEndpoints(config: Config): Endpoint[] {
       scheme: w.scheme,
       headers: w.headers,
       enabled: w.enabled,
+      ssrf_guard: false,
+      allow_networks: w.allow_networks,
     });
   }
   for (const ep of w.endpoints) {
@@ -72,6 +80,8 @@ export function resolveEndpoints(config: Config): Endpoint[] {
       headers: ep.headers,
       // The global switch short-circuits every endpoint, so callers need to check only this flag.
       enabled: w.enabled && ep.enabled,
+      ssrf_guard: ep.ssrf_guard,
+      allow_networks: w.allow_networks,
     });
   }
   return out;
@@ -79,7 +89,8 @@ export function resolveEndpoints(config: Config): Endpoint[] {
 
 /**
  * What is valid but almost surely a mistake, each naming its key: an enabled endpoint with a URL
- * and no topics never receives an event (its whitelist is empty). `config check` prints these and
+ * and no topics never receives an event (its whitelist is empty); one with `ssrf_guard` whose URL
+ * the guard refuses (an IP literal or localhost outside `allow_networks`) never delivers. `config check` prints these and
  * the service logs them at start; neither refuses the config.
  */
 export function configWarnings(config: Config): string[] {
@@ -88,8 +99,25 @@ export function configWarnings(config: Config): string[] {
   if (!w.enabled) return out;
   const empty = 'empty: this endpoint receives no event (list topics, "prefix.*" or "*")';
   if (w.url !== '' && w.topics.length === 0) out.push(`notify.webhook.topics: ${empty}`);
+  const guard = new SsrfGuard({ allowNetworks: w.allow_networks });
   w.endpoints.forEach((ep, i) => {
     if (ep.enabled && ep.topics.length === 0) out.push(`notify.webhook.endpoints[${i}].topics: ${empty}`);
+    if (ep.enabled && ep.ssrf_guard) {
+      const refused = guardRefusal(guard, ep.url);
+      if (refused !== null) out.push(`notify.webhook.endpoints[${i}].${refused}: every delivery will fail (ssrf_guard is on)`);
+    }
   });
   return out;
+}
+
+/** The guard's refusal of a config endpoint's URL host (`url: ...`), or null. */
+function guardRefusal(guard: SsrfGuard, url: string): string | null {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return null; // the schema refused it already
+  }
+  const refused = guard.hostRefusal(parsed);
+  return refused === null ? null : `url: ${refused.message}`;
 }

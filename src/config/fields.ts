@@ -8,6 +8,8 @@ import { show, showSecret } from './errors.js';
 import { parseListen } from './listen.js';
 import { redactUrl } from './redact-url.js';
 import { isValidTopicPattern } from './topics.js';
+import { parseKey } from '../crypto/secret-box.js';
+import { parseCidr } from '../net/ranges.js';
 
 interface HasInput {
   readonly input?: unknown;
@@ -150,6 +152,24 @@ export function list<T extends z.ZodType>(item: T) {
 export function topics() {
   const item = text().refine(isValidTopicPattern, {
     error: (iss) => `expected a topic like "workspace.sync_failed", a pattern like "workspace.*", or "*", got ${show(iss.input)}`,
+  });
+  return list(item);
+}
+
+/** An AES-256 key as base64 of 32 bytes, or `""` (none); never echoed. */
+export function encryptionKey() {
+  return secretText().superRefine((s, ctx) => {
+    if (s === '') return;
+    const key = parseKey(s);
+    if (typeof key === 'string') ctx.addIssue({ code: 'custom', message: key });
+  });
+}
+
+/** Networks like `10.0.0.0/8` or `fd00::/8` (a bare address is a /32 or /128); each refusal names its index. */
+export function cidrs() {
+  const item = text().superRefine((s, ctx) => {
+    const parsed = parseCidr(s);
+    if (typeof parsed === 'string') ctx.addIssue({ code: 'custom', message: parsed, input: s });
   });
   return list(item);
 }

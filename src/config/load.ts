@@ -23,7 +23,7 @@ export interface LoadOptions {
   cwd?: string;
   /**
    * False for commands that never deliver (migrate, notify, jobs, users, alerts): an unset `${VAR}`
-   * in an endpoint secret, a header value or a user token reads as "", and an empty endpoint secret
+   * in an endpoint secret, a header value, a user token or a `secrets` key reads as "", and an empty endpoint secret
    * is no error. Default true: serve, worker and `config check` need every one.
    */
   needSecrets?: boolean;
@@ -65,7 +65,7 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv | Env = {}): Co
 }
 
 function build(raw: unknown, env: Env, needSecrets = true, file?: string): Config {
-  const interpolated = interpolateTree(withDefaultUsers(raw), env, needSecrets ? () => false : isServiceSecret);
+  const interpolated = interpolateTree(withDefaultKey(withDefaultUsers(raw)), env, needSecrets ? () => false : isServiceSecret);
   const tree = withDatabaseUrl(withoutNulls(interpolated.value), env);
   const result = validate(tree, interpolated.failed);
   // Without secrets an empty one is no error either: the command never uses it.
@@ -84,9 +84,10 @@ function withDataDirFrom(config: ConfigData, dir: string): ConfigData {
   return isAbsolute(dataDir) ? config : { ...config, database: { ...config.database, data_dir: resolve(dir, dataDir) } };
 }
 
-/** What only delivering and serving use: endpoint secrets and header values, and the bootstrap users' tokens. */
+/** What only delivering and serving use: endpoint secrets and header values, the bootstrap users' tokens, and the encryption keys. */
 function isServiceSecret(path: KeyPath): boolean {
   const [a, b, c, d, e] = path;
+  if (a === 'secrets') return true;
   if (a === 'server') return path.length === 5 && b === 'auth' && c === 'users' && typeof d === 'number' && e === 'token';
   if (a !== 'notify' || b !== 'webhook') return false;
   const rest = c === 'endpoints' && typeof d === 'number' ? path.slice(4) : path.slice(2);
@@ -107,6 +108,15 @@ function withDefaultUsers(raw: unknown): unknown {
   const auth = server['auth'] ?? {};
   if (!isObject(auth) || auth['users'] !== undefined) return raw;
   return { ...root, server: { ...server, auth: { ...auth, users: DEFAULT_USERS } } };
+}
+
+/** `secrets.encryption_key` unset: `${ACW_ENCRYPTION_KEY}`, so the environment alone can carry the key (docs/operations.md#secrets-at-rest). */
+function withDefaultKey(raw: unknown): unknown {
+  const root = raw ?? {};
+  if (!isObject(root)) return raw;
+  const secrets = root['secrets'] ?? {};
+  if (!isObject(secrets) || secrets['encryption_key'] !== undefined) return raw;
+  return { ...root, secrets: { ...secrets, encryption_key: '${ACW_ENCRYPTION_KEY:-}' } };
 }
 
 /** DATABASE_URL, when set and non-empty, wins over `database.url` (twelve-factor deployments set only it). */

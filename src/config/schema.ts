@@ -5,8 +5,10 @@
 import { z } from 'zod';
 import {
   bool,
+  cidrs,
   databaseUrl,
   duration,
+  encryptionKey,
   fraction,
   headers,
   httpUrl,
@@ -64,6 +66,9 @@ const endpoint = withRule(
       .default(() => ({}))
       .describe('extra request headers'),
     enabled: bool().default(true).describe('false: jobs for this endpoint wait (held, as when paused) instead of being sent'),
+    ssrf_guard: bool()
+      .default(false)
+      .describe('true: refuse addresses outside global unicast, as for endpoints created through the API (see allow_networks)'),
   }),
   checkEndpoint,
 );
@@ -117,6 +122,9 @@ const webhook = withRule(
     endpoints: list(endpoint)
       .default(() => [])
       .describe('more endpoints, each with its own secret'),
+    allow_networks: cidrs()
+      .default(() => [])
+      .describe('CIDRs the SSRF guard lets through (internal receivers), e.g. ["10.20.0.0/16"]; empty: global unicast only'),
   }),
   checkWebhook,
 );
@@ -192,6 +200,16 @@ export const configSchema = strict({
     .prefault({})
     .describe('logging'),
   jobs: jobs.prefault({}).describe('queue, workers and periodic runners'),
+  secrets: strict({
+    encryption_key: encryptionKey()
+      .default('')
+      .describe('base64 of 32 bytes encrypting endpoint secrets at rest; unset: $ACW_ENCRYPTION_KEY, else a key file under data_dir'),
+    old_encryption_keys: list(encryptionKey())
+      .default(() => [])
+      .describe('keys that only decrypt: what was stored before encryption_key changed'),
+  })
+    .prefault({})
+    .describe('endpoint secrets at rest'),
   notify: strict({
     webhook: webhook.prefault({}).describe('outbound webhooks'),
   })

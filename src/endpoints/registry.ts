@@ -198,6 +198,7 @@ export class EndpointRegistry {
         created_at: r.created_at.toISOString(),
         updated_at: r.updated_at.toISOString(),
         ssrf_guard: true,
+        allow_networks: w.allow_networks,
       };
     }
   }

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { writeAudit } from '../admin/audit.js';
 import type { Config, Endpoint } from '../config/index.js';
@@ -8,6 +7,8 @@ import { isStandardSecret } from '../config/rules.js';
 import { withTransaction, type Queryable } from '../db/pool.js';
 import { ApiError, badField } from '../errors.js';
 import { cancelEndpointJobs } from '../queue/transitions.js';
+import type { SecretBox } from '../crypto/secret-box.js';
+import { newSigningSecret } from '../crypto/signing-secret.js';
 import type { CreateEndpointInput, UpdateEndpointInput } from './input.js';
 
 /** Seals and opens secrets at rest (src/crypto); the store never sees a key. */
@@ -81,13 +82,13 @@ export function toEndpoint(row: StoredRow, config: Config, codec: SecretCodec): 
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
     ssrf_guard: true,
+    allow_networks: w.allow_networks,
   };
 }
 
-/** A secret for a new endpoint: 32 random bytes, as "whsec_<base64>" for Standard Webhooks. */
-export function generateSecret(scheme: 'acw' | 'standard'): string {
-  const bytes = randomBytes(32);
-  return scheme === 'standard' ? `whsec_${bytes.toString('base64')}` : bytes.toString('base64url');
+/** The secret box (src/crypto) as the store uses it. */
+export function codecOf(box: SecretBox | null): SecretCodec | null {
+  return box ? { seal: (p) => box.encrypt(p), open: (s) => box.decrypt(s) } : null;
 }
 
 export interface StoreContext {
@@ -180,7 +181,7 @@ export async function createStoredEndpoint(
     throw badField('secret', 'scheme "standard" needs a secret like "whsec_<base64>"');
   }
   await ctx.checkUrl?.(input.url);
-  const secret = input.secret ?? generateSecret(scheme);
+  const secret = input.secret ?? newSigningSecret(scheme);
   const row = await withTransaction(ctx.pool, async (client) => {
     const res = await client.query<StoredRow>(
       `insert into endpoints (name, url, topics, scheme, headers, timeout_ms, max_in_flight, rate_limit, enabled, description, secret, owner)

@@ -1,5 +1,6 @@
 import { Pool } from 'undici';
 import type { Endpoint } from '../config/index.js';
+import { SsrfGuard } from '../net/ssrf.js';
 import { deliveryPoolOptions } from './send.js';
 
 export interface EndpointAgentsOptions {
@@ -14,6 +15,8 @@ interface Entry {
   origin: string;
   connections: number;
   connectTimeout: number;
+  /** The endpoint's `allow_networks` when its guard is on, null when off (docs/operations.md#ssrf-guard). */
+  guard: readonly string[] | null;
   /** Set by every lookup, cleared by the idle sweep: a pool the sweep finds unused twice in a row is idle. */
   used: boolean;
 }
@@ -35,10 +38,16 @@ export class EndpointAgents {
     this.sweeper.unref();
   }
 
-  /** The endpoint's pool: a Map lookup and three compares on the hot path. */
+  /** The endpoint's pool: a Map lookup and four compares on the hot path. */
   agentFor(ep: Endpoint): Pool {
     const e = this.pools.get(ep.name);
-    if (e !== undefined && e.url === ep.url && e.connections === ep.max_in_flight && e.connectTimeout === ep.connect_timeout) {
+    if (
+      e !== undefined &&
+      e.url === ep.url &&
+      e.connections === ep.max_in_flight &&
+      e.connectTimeout === ep.connect_timeout &&
+      e.guard === guardOf(ep)
+    ) {
       e.used = true;
       return e.pool;
     }
@@ -48,7 +57,14 @@ export class EndpointAgents {
   private replace(ep: Endpoint, old: Entry | undefined): Pool {
     // An unparsable URL never reaches the pool (sendWebhook refuses it first): any origin will do for it.
     const origin = originOf(ep.url) ?? 'http://invalid.invalid';
-    if (old !== undefined && old.origin === origin && old.connections === ep.max_in_flight && old.connectTimeout === ep.connect_timeout) {
+    const guard = guardOf(ep);
+    if (
+      old !== undefined &&
+      old.origin === origin &&
+      old.connections === ep.max_in_flight &&
+      old.connectTimeout === ep.connect_timeout &&
+      old.guard === guard
+    ) {
       // Another path on the same origin: the pool serves it as it is.
       old.url = ep.url;
       old.used = true;
@@ -56,8 +72,10 @@ export class EndpointAgents {
     }
     if (old !== undefined) retire(old.pool);
     if (this.closed) throw new Error('EndpointAgents is closed');
-    const pool = new Pool(origin, deliveryPoolOptions(ep.max_in_flight, ep.connect_timeout));
-    this.pools.set(ep.name, { pool, url: ep.url, origin, connections: ep.max_in_flight, connectTimeout: ep.connect_timeout, used: true });
+    const ssrf = guard === null ? undefined : new SsrfGuard({ allowNetworks: guard });
+    const pool = new Pool(origin, deliveryPoolOptions(ep.max_in_flight, ep.connect_timeout, ssrf));
+    const entry = { pool, url: ep.url, origin, connections: ep.max_in_flight, connectTimeout: ep.connect_timeout, guard, used: true };
+    this.pools.set(ep.name, entry);
     return pool;
   }
 
@@ -87,6 +105,11 @@ export class EndpointAgents {
     this.pools.clear();
     await Promise.all(pools.map((p) => p.close()));
   }
+}
+
+/** What the guard of an endpoint's pool depends on; compared by identity (one frozen array per config). */
+function guardOf(ep: Endpoint): readonly string[] | null {
+  return ep.ssrf_guard ? ep.allow_networks : null;
 }
 
 function originOf(url: string): string | undefined {

@@ -12,6 +12,7 @@ import { parseRetryAfter } from './retry-after.js';
  *   protocol        the endpoint's answer was not valid HTTP
  *   network         any other transport error
  *   aborted         our side gave up: worker shutdown or lease lost (not the endpoint's fault)
+ *   blocked_address the SSRF guard refused the address the host is or resolves to (permanent; docs/operations.md#ssrf-guard)
  */
 export type ErrorKind =
   | 'http_status'
@@ -23,7 +24,8 @@ export type ErrorKind =
   | 'tls'
   | 'protocol'
   | 'network'
-  | 'aborted';
+  | 'aborted'
+  | 'blocked_address';
 
 export type AttemptOutcome =
   | { kind: 'delivered'; status: number }
@@ -79,6 +81,8 @@ const CONNECT_CODES = new Set([
   'UND_ERR_DESTROYED',
 ]);
 const INVALID_CODES = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTED', 'ERR_INVALID_URL', 'ERR_INVALID_ARG_TYPE']);
+/** BlockedAddressError's code (src/net/ssrf.ts): the endpoint's address stays refused until config opens it. */
+const BLOCKED_ADDRESS = 'ACW_BLOCKED_ADDRESS';
 
 /**
  * A transport failure as an outcome. Which abort it was (our timeout or the caller's signal) is
@@ -95,6 +99,7 @@ export function classifyError(err: unknown): AttemptOutcome {
   if (name === 'AbortError' || code === 'UND_ERR_ABORTED' || code === 'ABORT_ERR') {
     return { kind: 'retry', errorKind: 'aborted', message };
   }
+  if (code === BLOCKED_ADDRESS) return { kind: 'permanent', errorKind: 'blocked_address', message };
   if (code !== undefined && DNS_CODES.has(code)) return { kind: 'retry', errorKind: 'dns', message };
   if (code !== undefined && CONNECT_CODES.has(code)) return { kind: 'retry', errorKind: 'connect', message };
   if (code !== undefined && INVALID_CODES.has(code)) return { kind: 'permanent', errorKind: 'invalid_request', message };

@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Socket } from 'node:net';
+import type { LookupFunction, Socket } from 'node:net';
 import { Agent, buildConnector, errors, type Dispatcher, type Pool } from 'undici';
+import type { SsrfGuard } from '../net/ssrf.js';
 import { classifyError, classifyResponse, type AttemptOutcome } from './classify.js';
 
 /** How much of a response body is kept (for the attempts table and logs). */
@@ -259,8 +260,12 @@ export interface DeliveryAgentOptions {
   connectTimeout?: number;
 }
 
-/** The socket settings of every delivery pool: keep-alive, no pipelining, a connect timeout. */
-export function deliveryPoolOptions(connections: number, connectTimeout: number): Pool.Options {
+/**
+ * The socket settings of every delivery pool: keep-alive, no pipelining, a connect timeout; with a
+ * `guard`, every new connection resolves and checks its addresses and connects only to those.
+ */
+export function deliveryPoolOptions(connections: number, connectTimeout: number, guard?: SsrfGuard): Pool.Options {
+  const connect = timedConnector(connectTimeout, guard?.lookup);
   return {
     connections,
     // No pipelining: one slow receiver response must not hold up the next delivery on that socket.
@@ -268,7 +273,7 @@ export function deliveryPoolOptions(connections: number, connectTimeout: number)
     // Idle sockets are closed after 4 s (or the receiver's keep-alive hint, up to 60 s).
     keepAliveTimeout: 4_000,
     keepAliveMaxTimeout: 60_000,
-    connect: timedConnector(connectTimeout),
+    connect: guard ? guard.connector(connect) : connect,
   };
 }
 
@@ -277,8 +282,8 @@ export function deliveryPoolOptions(connections: number, connectTimeout: number)
  * timers (ticks of about 500 ms): a 300 ms one could fire at once or a second late. One native
  * timer per new connection (not per attempt) keeps a short connect_timeout honest.
  */
-function timedConnector(timeoutMs: number): buildConnector.connector {
-  const connect = buildConnector({ timeout: 0 });
+function timedConnector(timeoutMs: number, lookup?: LookupFunction): buildConnector.connector {
+  const connect = buildConnector(lookup ? { timeout: 0, lookup } : { timeout: 0 });
   return (opts, callback) => {
     let timedOut = false;
     let socket: Socket | undefined;

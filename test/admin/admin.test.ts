@@ -207,6 +207,8 @@ describe('endpointHealth', () => {
       scheme: 'acw',
       headers: {},
       enabled: true,
+      ssrf_guard: false,
+      allow_networks: [],
     };
     await db.pool.query(
       `insert into webhook_attempts (job_id, attempt, endpoint, status_code, error_kind, error, duration_ms)

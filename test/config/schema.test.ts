@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { resolveEndpoints } from '../../src/config/endpoints.js';
+import { configWarnings, resolveEndpoints } from '../../src/config/endpoints.js';
 import { ConfigError, parseConfig } from '../../src/config/load.js';
 
 /** The issues a config produces (fails the test if it is accepted). */
@@ -48,6 +48,7 @@ describe('defaults', () => {
           batch_size: 1000,
         },
       },
+      secrets: { encryption_key: '', old_encryption_keys: [] },
       notify: {
         webhook: {
           enabled: true,
@@ -73,6 +74,7 @@ describe('defaults', () => {
           scheme: 'acw',
           headers: {},
           endpoints: [],
+          allow_networks: [],
         },
       },
     });
@@ -404,6 +406,8 @@ describe('resolveEndpoints', () => {
         scheme: 'acw',
         headers: {},
         enabled: true,
+        ssrf_guard: false,
+        allow_networks: [],
       },
       {
         name: 'b',
@@ -417,6 +421,8 @@ describe('resolveEndpoints', () => {
         scheme: 'standard',
         headers: { 'X-Team': 'b' },
         enabled: true,
+        ssrf_guard: false,
+        allow_networks: [],
       },
       {
         name: 'c',
@@ -430,6 +436,8 @@ describe('resolveEndpoints', () => {
         scheme: 'acw',
         headers: {},
         enabled: false,
+        ssrf_guard: false,
+        allow_networks: [],
       },
     ]);
   });
@@ -450,6 +458,53 @@ describe('resolveEndpoints', () => {
     expect(connect({ connect_timeout: '1500ms', endpoints: [ep('b', { timeout: '2s' }), ep('c', { connect_timeout: '300ms' })] })).toEqual([
       ['b', 2_000, 1_500],
       ['c', 10_000, 300],
+    ]);
+  });
+
+  test('ssrf_guard: true applies the guard to a config endpoint (default off), with notify.webhook.allow_networks', () => {
+    const config = parseConfig(
+      webhook({
+        url: 'https://a.example.com',
+        secret: SECRET,
+        allow_networks: ['10.20.0.0/16', 'fd00::/8'],
+        endpoints: [endpointWith('b', { ssrf_guard: true }), endpointWith('c')],
+      }),
+    );
+    expect(resolveEndpoints(config).map((e) => [e.name, e.ssrf_guard, e.allow_networks])).toEqual([
+      ['default', false, ['10.20.0.0/16', 'fd00::/8']],
+      ['b', true, ['10.20.0.0/16', 'fd00::/8']],
+      ['c', false, ['10.20.0.0/16', 'fd00::/8']],
+    ]);
+  });
+
+  test('warns about a guarded config endpoint whose URL the guard refuses, unless allow_networks opens it', () => {
+    const endpoints = [
+      endpointWith('a', { url: 'http://127.0.0.1:9000/h', ssrf_guard: true, topics: ['*'] }),
+      endpointWith('b', { url: 'http://127.0.0.1:9000/h', topics: ['*'] }),
+      endpointWith('c', { url: 'https://user:pw@[fd00::1]/h', ssrf_guard: true, topics: ['*'] }),
+      endpointWith('d', { url: 'https://hooks.example.com/h', ssrf_guard: true, topics: ['*'] }),
+    ];
+    expect(configWarnings(parseConfig(webhook({ endpoints })))).toEqual([
+      'notify.webhook.endpoints[0].url: 127.0.0.1 is in loopback 127.0.0.0/8: not a global unicast address ' +
+        '(notify.webhook.allow_networks can open it): every delivery will fail (ssrf_guard is on)',
+      'notify.webhook.endpoints[2].url: fd00::1 is in unique local (ULA) fc00::/7: not a global unicast address ' +
+        '(notify.webhook.allow_networks can open it): every delivery will fail (ssrf_guard is on)',
+    ]);
+    expect(configWarnings(parseConfig(webhook({ endpoints, allow_networks: ['127.0.0.0/8', 'fd00::/8'] })))).toEqual([]);
+  });
+
+  test('notify.webhook.allow_networks: each bad network is refused naming its index', () => {
+    expect(issuesOf(webhook({ allow_networks: ['127.0.0.0/8', '10.0.0.0/33', 'intranet', '10.1.0.0/8', 7] }))).toEqual([
+      'notify.webhook.allow_networks[1]: expected a prefix length from 0 to 32, got "10.0.0.0/33"',
+      'notify.webhook.allow_networks[2]: expected a network like "10.0.0.0/8" or "fd00::/8", got "intranet"',
+      'notify.webhook.allow_networks[3]: "10.1.0.0/8" has host bits set past /8: write the network address',
+      'notify.webhook.allow_networks[4]: expected a string, got 7',
+    ]);
+    expect(issuesOf(webhook({ allow_networks: '127.0.0.0/8' }))).toEqual([
+      'notify.webhook.allow_networks: expected a list, got "127.0.0.0/8"',
+    ]);
+    expect(issuesOf(webhook({ endpoints: [endpointWith('b', { ssrf_guard: 'yes' })] }))).toEqual([
+      'notify.webhook.endpoints[0].ssrf_guard: expected true or false, got "yes"',
     ]);
   });
 

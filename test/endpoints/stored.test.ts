@@ -30,6 +30,8 @@ const CONFIG = (rxUrl: string) => ({
   notify: {
     webhook: {
       service_endpoints: { topics: ['billing.*'] },
+      // The receivers are on 127.0.0.1, which the SSRF guard refuses for stored endpoints unless allowed.
+      allow_networks: ['127.0.0.0/8'],
       endpoints: [{ name: 'from-config', url: `${rxUrl}/config`, secret: 'config-secret', topics: ['config.*'] }],
     },
   },
@@ -201,6 +203,10 @@ describe('endpoints at run time', () => {
       [{ ...ok, name: 'orders' }, 409, /^name: an endpoint named orders exists already/],
       [{ ...ok, name: 'from-config' }, 409, /^name: an endpoint named from-config is defined in the config file/],
       [{ ...ok, scheme: 'standard', secret: 'not-a-whsec-secret-at-all' }, 400, /^secret: scheme "standard" needs/],
+      // The SSRF guard: only 127.0.0.0/8 is opened here.
+      [{ ...ok, url: 'http://169.254.169.254/latest/meta-data' }, 400, /^url: .*link-local/],
+      [{ ...ok, url: 'http://10.1.2.3/hook' }, 400, /^url: .*(RFC 1918|private)/],
+      [{ ...ok, url: 'http://[::ffff:192.168.0.1]/hook' }, 400, /^url: /],
     ];
     for (const [body, status, message] of cases) {
       const before = await rowCounts(db.pool);
@@ -236,7 +242,7 @@ describe('endpoints at run time', () => {
         body: { name: 'nokey', url: `${rx.url}/k`, topics: ['a.b'] },
       });
       expect(r.status).toBe(503);
-      expect(r.body.error).toMatchObject({ code: 'encryption_key_missing', details: { field: 'secrets.encryption_key' } });
+      expect(r.body.error).toMatchObject({ code: 'encryption_key_missing', details: { key: 'secrets.encryption_key' } });
       expect((await call(bare.url, 'GET', '/v1/endpoints', { token: admin })).status).toBe(200);
       // Stored endpoints are held there (their secret cannot be opened), never sent unsigned.
       expect(bare.svc.endpoints.find((e) => e.name === 'orders')?.enabled).toBe(false);

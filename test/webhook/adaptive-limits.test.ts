@@ -15,6 +15,8 @@ const ep = (over: Partial<Endpoint> = {}): Endpoint => ({
   scheme: 'acw',
   headers: {},
   enabled: true,
+  ssrf_guard: false,
+  allow_networks: [],
   ...over,
 });
 const attempt = (over: Partial<AttemptRecord> = {}): AttemptRecord => ({

@@ -28,6 +28,8 @@ function endpoint(name: string, url: string, over: Partial<Endpoint> = {}): Endp
     scheme: 'acw',
     headers: {},
     enabled: true,
+    ssrf_guard: false,
+    allow_networks: [],
     ...over,
   };
 }
@@ -114,6 +116,22 @@ describe('EndpointAgents', () => {
     const bad = endpoint('bad', 'ftp://h.example.com/x');
     expect(agents.agentFor(bad)).toBe(agents.agentFor({ ...bad }));
     expect((await post(agents, bad)).outcome).toMatchObject({ kind: 'permanent', errorKind: 'invalid_request' });
+  });
+
+  it('ssrf_guard and allow_networks are part of the pool: turning the guard on replaces it and refuses 127.0.0.1', async () => {
+    agents = new EndpointAgents();
+    const a = endpoint('a', `${rx.url}/a`);
+    const open = agents.agentFor(a);
+    expect((await post(agents, a)).outcome).toEqual({ kind: 'delivered', status: 200 });
+    const guarded = { ...a, ssrf_guard: true };
+    expect(agents.agentFor(guarded)).not.toBe(open);
+    expect(agents.agentFor({ ...guarded })).toBe(agents.agentFor(guarded));
+    const refused = (await post(agents, guarded)).outcome;
+    expect(refused).toMatchObject({ kind: 'permanent', errorKind: 'blocked_address' });
+    expect(refused.kind !== 'delivered' && refused.message).toContain('loopback 127.0.0.0/8');
+    const allowed = { ...guarded, allow_networks: ['127.0.0.0/8'] };
+    expect((await post(agents, allowed)).outcome).toEqual({ kind: 'delivered', status: 200 });
+    expect(rx.requests).toHaveLength(2);
   });
 
   it('a hanging endpoint holds only its own sockets: another endpoint on the same origin delivers meanwhile', async () => {

@@ -9,6 +9,7 @@ import { createEndpointInput, updateEndpointInput } from '../../endpoints/input.
 import {
   createStoredEndpoint,
   deleteStoredEndpoint,
+  codecOf,
   readStoredEndpoints,
   toEndpoint,
   updateStoredEndpoint,
@@ -16,6 +17,9 @@ import {
   type StoreContext,
 } from '../../endpoints/store.js';
 import { fromZod } from '../../http/errors.js';
+import { encryptionKeyMissing, loadSecretBox } from '../../crypto/keys.js';
+import { SsrfGuard } from '../../net/ssrf.js';
+import { coerceError } from '../../errors.js';
 import type { z } from 'zod';
 import { channels } from '../../db/sql.js';
 import { EXIT, ExitError, printJson, readConfig, withDatabase, type GlobalOptions } from '../context.js';
@@ -124,12 +128,6 @@ function parseFlags<S extends z.ZodType>(schema: S, body: unknown): z.output<S> 
   return r.data;
 }
 
-/** The key that seals stored secrets, as the service finds it (config, environment, or the embedded server's key file). */
-let codecFor: (config: Config) => Promise<SecretCodec | null> = async () => null;
-export function setCodecLoader(fn: (config: Config) => Promise<SecretCodec | null>): void {
-  codecFor = fn;
-}
-
 function withEndpointFlags(cmd: Command): Command {
   return cmd
     .option('--url <url>', 'http(s) URL the POST goes to')
@@ -144,13 +142,10 @@ function withEndpointFlags(cmd: Command): Command {
 }
 
 async function storeOf(config: Config, pool: pg.Pool, needKey: boolean): Promise<StoreContext> {
-  const codec = await codecFor(config);
-  if (!codec && needKey) {
-    throw new ExitError(
-      EXIT.failure,
-      'secrets.encryption_key: not set, so endpoint secrets cannot be stored encrypted; set it (or ACW_ENCRYPTION_KEY)',
-    );
-  }
+  // The key as the service finds it: configured, or the embedded server's key file.
+  const codec = needKey ? codecOf(await loadSecretBox(config)) : null;
+  if (!codec && needKey) throw new ExitError(EXIT.failure, encryptionKeyMissing().message);
+  const guard = new SsrfGuard({ allowNetworks: config.notify.webhook.allow_networks });
   return {
     pool,
     codec: codec ?? NO_SECRETS,
@@ -158,6 +153,13 @@ async function storeOf(config: Config, pool: pg.Pool, needKey: boolean): Promise
     channel: channels(config.database.schema).endpointDefs,
     serviceTopics: config.notify.webhook.service_endpoints.topics,
     tombstoneMs: config.jobs.job_purge.dead_retention,
+    checkUrl: async (url) => {
+      try {
+        await guard.checkUrlResolved(url, 'url');
+      } catch (err) {
+        throw new ExitError(EXIT.usage, coerceError(err).message);
+      }
+    },
   };
 }
 

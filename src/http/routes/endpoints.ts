@@ -3,7 +3,8 @@ import { pauseEndpoint, resumeEndpoint, type EndpointStateContext } from '../../
 import { endpointHealth, endpointView, testEndpoint, type LocalDeliveries } from '../../admin/endpoints.js';
 import type { Service } from '../../service.js';
 import { createStoredEndpoint, deleteStoredEndpoint, updateStoredEndpoint, type Actor, type StoreContext } from '../../endpoints/store.js';
-import { ApiError, badField } from '../../errors.js';
+import { badField } from '../../errors.js';
+import { encryptionKeyMissing } from '../../crypto/keys.js';
 import type { Endpoint } from '../../config/index.js';
 import { ADMIN, principalOf, READ } from '../auth.js';
 import {
@@ -29,16 +30,6 @@ const NO_CODEC = {
     throw encryptionKeyMissing();
   },
 };
-
-/** The 503 of a write that needs the encryption key where none is configured. */
-export function encryptionKeyMissing(): ApiError {
-  return new ApiError(
-    503,
-    'encryption_key_missing',
-    'secrets.encryption_key: not set, so endpoint secrets cannot be stored encrypted; set it (or ACW_ENCRYPTION_KEY) on every process',
-    { field: 'secrets.encryption_key' },
-  );
-}
 
 function actorOf(req: FastifyRequest): Actor {
   const p = principalOf(req);
@@ -69,6 +60,9 @@ export function endpointRoutes(app: FastifyInstance, svc: Service): void {
       channel: svc.channels.endpointDefs,
       serviceTopics: cfg.notify.webhook.service_endpoints.topics,
       tombstoneMs: cfg.jobs.job_purge.dead_retention,
+      checkUrl: async (url) => {
+        await svc.ssrfGuard.checkUrlResolved(url, 'url');
+      },
     };
   };
   const checkBudget = (maxInFlight: number | undefined): void => {
