@@ -33,6 +33,7 @@ beforeAll(async () => {
       '    url: http://127.0.0.1:9/default',
       '    secret: default-secret-0123',
       '    topics: ["a.*"]',
+      '    allow_networks: ["127.0.0.0/8"]',
       '    endpoints:',
       '      - { name: crm, url: "http://127.0.0.1:9/crm", secret: crm-secret-4567, topics: ["crm.*"], rate_limit: 20/s }',
       '',
@@ -53,10 +54,17 @@ beforeEach(async () => {
   notified.length = 0;
 });
 
+/** The key stored endpoints' secrets are sealed with (an external database has no key file). */
+const KEY = Buffer.alloc(32, 7).toString('base64');
+
 async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return cliEnv({ ACW_ENCRYPTION_KEY: KEY }, ...args);
+}
+
+async function cliEnv(extra: Record<string, string>, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
     const { stdout, stderr } = await run(process.execPath, [BIN, ...args, '-c', configPath], {
-      env: { ...process.env, DATABASE_URL: db.url, USER: 'tester' },
+      env: { ...process.env, DATABASE_URL: db.url, USER: 'tester', ...extra },
     });
     return { code: 0, stdout, stderr };
   } catch (err) {
@@ -135,5 +143,60 @@ describe('endpoints CLI', () => {
     expect(crm).toMatchObject({ name: 'crm', paused: true, rate_limit: 20, held_jobs: 1, adaptive_limit: null, in_flight: null });
     expect(res.stdout).not.toContain('secret-');
     expect((await cli('endpoints', 'list', '--window-minutes', '0')).code).toBe(2);
+  });
+
+  it('add, show, update and remove a stored endpoint; the secret is printed once and stored sealed', async () => {
+    const added = await cli(
+      'endpoints',
+      'add',
+      'hooks',
+      '--url',
+      'http://127.0.0.1:9/hooks',
+      '--topics',
+      'x.*,y.z',
+      '--header',
+      'X-Team=ops',
+    );
+    expect(added.code).toBe(0);
+    const [view] = lines(added.stdout);
+    expect(view).toMatchObject({ name: 'hooks', source: 'api', owner: 'cli:tester', topics: ['x.*', 'y.z'] });
+    expect(typeof view.secret).toBe('string');
+    const row = await db.pool.query<{ secret: string }>(`select secret from endpoints where name = 'hooks'`);
+    expect(row.rows[0]!.secret).toMatch(/^v1:/);
+    expect(row.rows[0]!.secret).not.toContain(view.secret);
+    const shown = await cli('endpoints', 'show', 'hooks');
+    expect(lines(shown.stdout)[0]).toMatchObject({ name: 'hooks' });
+    expect(shown.stdout).not.toContain(view.secret);
+    const updated = await cli('endpoints', 'update', 'hooks', '--topics', 'x.*', '--rate-limit', '5/s', '--disabled');
+    expect(updated.code).toBe(0);
+    expect(lines(updated.stdout)[0]).toMatchObject({ topics: ['x.*'], rate_limit: 5, enabled: false });
+    const removed = await cli('endpoints', 'remove', 'hooks', '--force');
+    expect(lines(removed.stdout)[0]).toEqual({ name: 'hooks', deleted: true, cancelled_jobs: 0 });
+    const audit = await db.pool.query<{ action: string; actor: string }>(
+      `select action, actor from audit_log where target_id = 'hooks' order by id`,
+    );
+    expect(audit.rows).toEqual([
+      { action: 'endpoint.created', actor: 'cli:tester' },
+      { action: 'endpoint.updated', actor: 'cli:tester' },
+      { action: 'endpoint.deleted', actor: 'cli:tester' },
+    ]);
+  });
+
+  it("misuse exits 2 with the API's message and writes nothing; no key exits 1 naming it", async () => {
+    const before = await counts();
+    for (const [args, message] of [
+      [['--url', 'ftp://127.0.0.1/x', '--topics', 'a.b'], /^url: expected an http or https URL/],
+      [['--url', 'http://127.0.0.1:9/x', '--topics', 'Bad'], /^topics\[0\]: expected a topic/],
+      [['--url', 'http://127.0.0.1:9/x', '--topics', 'a.b', '--timeout', '90s'], /^timeout: must be from 100ms to 60s/],
+      [['--url', 'http://10.0.0.1/x', '--topics', 'a.b'], /^url: /],
+    ] as const) {
+      const res = await cli('endpoints', 'add', 'bad', ...args);
+      expect({ code: res.code, stderr: res.stderr }).toMatchObject({ code: 2 });
+      expect(res.stderr).toMatch(message);
+    }
+    const nokey = await cliEnv({ ACW_ENCRYPTION_KEY: '' }, 'endpoints', 'add', 'nokey', '--url', 'http://127.0.0.1:9/x', '--topics', 'a.b');
+    expect(nokey.code).toBe(1);
+    expect(nokey.stderr).toMatch(/secrets.encryption_key is not set/);
+    expect(await counts()).toEqual(before);
   });
 });
