@@ -6,6 +6,13 @@ export interface Endpoint {
   readonly name: string;
   readonly url: string;
   readonly secret: string;
+  /**
+   * A rotation (docs/operations.md#rotating-a-secret): the new secret, signing alongside `secret`
+   * until `rotate_until` (epoch ms), then alone. Both set or neither; webhook/sign.ts signingSecrets
+   * reads them at every attempt.
+   */
+  readonly secret_next?: string;
+  readonly rotate_until?: number;
   /** Whitelist: exact topics, `prefix.*`, `*` (see topics.ts). */
   readonly topics: readonly string[];
   /** Per-attempt timeout in milliseconds, from when the request goes out on a connection. */
@@ -35,6 +42,7 @@ export function resolveEndpoints(config: Config): Endpoint[] {
       name: DEFAULT_ENDPOINT,
       url: w.url,
       secret: w.secret,
+      ...rotation(w),
       topics: w.topics,
       timeout: w.timeout,
       connect_timeout: w.connect_timeout ?? Math.min(DEFAULT_CONNECT_TIMEOUT_MS, w.timeout),
@@ -51,6 +59,7 @@ export function resolveEndpoints(config: Config): Endpoint[] {
       name: ep.name,
       url: ep.url,
       secret: ep.secret,
+      ...rotation(ep),
       topics: ep.topics,
       timeout,
       connect_timeout: ep.connect_timeout ?? w.connect_timeout ?? Math.min(DEFAULT_CONNECT_TIMEOUT_MS, timeout),
@@ -63,6 +72,11 @@ export function resolveEndpoints(config: Config): Endpoint[] {
     });
   }
   return out;
+}
+
+/** The rotation fields, when both are set; an empty `secret_next` (an unset variable in a command that never signs) is none. */
+function rotation(c: { readonly secret_next?: string | undefined; readonly rotate_until?: number | undefined }) {
+  return c.secret_next && c.rotate_until !== undefined ? { secret_next: c.secret_next, rotate_until: c.rotate_until } : {};
 }
 
 /**

@@ -5,7 +5,7 @@ import type { Config, ConfigData } from './schema.js';
 const hide = (v: unknown): unknown => (v === '' ? '' : REDACTED); // an empty secret shows it is unset
 
 function mask(node: unknown, key: string | undefined): unknown {
-  if (key === 'secret' || key === 'token') return hide(node);
+  if (key === 'secret' || key === 'secret_next' || key === 'token') return hide(node);
   if (key === 'url' && typeof node === 'string') return redactUrl(node);
   if (Array.isArray(node)) return node.map((item) => mask(item, undefined));
   if (typeof node !== 'object' || node === null) return node;
