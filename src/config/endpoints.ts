@@ -81,12 +81,20 @@ function rotation(c: { readonly secret_next?: string | undefined; readonly rotat
 
 /**
  * What is valid but almost surely a mistake, each naming its key: an enabled endpoint with a URL
- * and no topics never receives an event (its whitelist is empty). `config check` prints these and
+ * and no topics never receives an event (its whitelist is empty); a rotation whose overlap is over. `config check` prints these and
  * the service logs them at start; neither refuses the config.
  */
-export function configWarnings(config: Config): string[] {
+export function configWarnings(config: Config, nowMs = Date.now()): string[] {
   const w = config.notify.webhook;
   const out: string[] = [];
+  // A finished overlap is harmless (secret_next signs alone) but leaves the file saying otherwise.
+  const over = (c: { readonly secret_next?: string | undefined; readonly rotate_until?: number | undefined }) =>
+    c.secret_next !== undefined && c.rotate_until !== undefined && c.rotate_until <= nowMs;
+  const finished = 'has passed: only secret_next signs now; make it the secret and drop secret_next and rotate_until';
+  if (w.url !== '' && over(w)) out.push(`notify.webhook.rotate_until: ${finished}`);
+  w.endpoints.forEach((ep, i) => {
+    if (over(ep)) out.push(`notify.webhook.endpoints[${i}].rotate_until: ${finished}`);
+  });
   if (!w.enabled) return out;
   const empty = 'empty: this endpoint receives no event (list topics, "prefix.*" or "*")';
   if (w.url !== '' && w.topics.length === 0) out.push(`notify.webhook.topics: ${empty}`);

@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ConfigError, maskConfig, parseConfig, resolveEndpoints } from '../../src/config/index.js';
+import { ConfigError, configWarnings, maskConfig, parseConfig, resolveEndpoints } from '../../src/config/index.js';
 import { notifyNow } from '../../src/notify/notify.js';
 import type { Service } from '../../src/service.js';
 import { verifyWebhook, verifyWebhookDetailed } from '../../src/verify.js';
@@ -140,6 +140,16 @@ describe('config keys secret_next and rotate_until', () => {
     });
     expect(resolveEndpoints(top)[0]).toMatchObject({ name: 'default', secret_next: NEW, rotate_until: Date.parse('2026-12-02T06:00:00Z') });
     expect(resolveEndpoints(parseConfig(withCrm({})))[0]).not.toHaveProperty('secret_next');
+  });
+
+  it('config check warns once the overlap is over, naming the key', () => {
+    const config = parseConfig(withCrm({ secret_next: NEW, rotate_until: '2026-12-02T06:00:00Z' }));
+    expect(configWarnings(config, Date.parse('2026-12-02T05:59:59Z'))).toEqual([]);
+    const warnings = configWarnings(config, Date.parse('2026-12-02T06:00:00Z'));
+    expect(warnings).toEqual([
+      expect.stringMatching(/^notify\.webhook\.endpoints\[0\]\.rotate_until: has passed: only secret_next signs now/),
+    ]);
+    expect(warnings.join('')).not.toContain(NEW);
   });
 
   it('are refused naming the key, never echoing a secret', () => {
