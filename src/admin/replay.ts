@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { parseDuration, type Endpoint } from '../config/index.js';
 import { withTransaction, type Queryable } from '../db/pool.js';
 import { ApiError, badField } from '../errors.js';
+import type { Logger } from '../log.js';
 import { insertJobs, replayJobs } from '../queue/transitions.js';
 import type { NewJob } from '../queue/types.js';
 import { WEBHOOK_JOB, buildBody, webhookJobId, type DeliverPayload } from '../webhook/job.js';
@@ -49,6 +50,8 @@ export interface ReplayContext {
   purge: { readonly enabled: boolean; readonly completed_retention: number; readonly dead_retention: number };
   maxAttempts: number;
   jobsChannel: string;
+  /** Where the `endpoint.replay` line goes once a replay commits. */
+  log?: Logger | undefined;
 }
 
 export interface ReplayAnswer {
@@ -216,12 +219,28 @@ export async function replayEndpoint(ctx: ReplayContext, name: string, req: Repl
     return answer;
   };
   // A dry run reads only; in one snapshot so its counts agree with each other.
-  return p.dryRun
-    ? withTransaction(ctx.pool, async (client) => {
-        await client.query('set transaction read only');
-        return run(client);
-      })
-    : withTransaction(ctx.pool, run);
+  if (p.dryRun) {
+    return withTransaction(ctx.pool, async (client) => {
+      await client.query('set transaction read only');
+      return run(client);
+    });
+  }
+  const answer = await withTransaction(ctx.pool, run);
+  if (!answer.repeated) {
+    ctx.log?.info(
+      {
+        event: 'endpoint.replay',
+        endpoint: answer.endpoint,
+        actor,
+        status: answer.status,
+        ...answer.window,
+        reset: answer.reset,
+        created: answer.created,
+      },
+      `replayed ${answer.reset + answer.created} jobs of endpoint ${answer.endpoint}`,
+    );
+  }
+  return answer;
 }
 
 /**

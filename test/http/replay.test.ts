@@ -99,6 +99,7 @@ describe('replay after an outage', () => {
       details: { endpoint: 'crm', reset: 3, created: 0 },
     });
     expect(audit[0].details.window).toEqual(res.body.window);
+    expect(a.events('endpoint.replay')).toEqual([expect.objectContaining({ endpoint: 'crm', actor: 'ops', reset: 3, created: 0 })]);
   });
 
   it('status dead leaves completed jobs alone; status all re-sends them with the same id; running, pending and cancelled stay as they are', async () => {

@@ -88,13 +88,14 @@ export function registerEndpointReplay(program: Command): void {
         const config = readConfig(o, { needSecrets: false }); // nothing here delivers
         const list = resolveEndpoints(config);
         requireEndpoint(list, name);
-        await withDatabase(config, async (db) => {
+        await withDatabase(config, async (db, log) => {
           const ctx = {
             pool: db.pool,
             endpoints: list,
             purge: config.jobs.job_purge,
             maxAttempts: config.jobs.max_attempts,
             jobsChannel: channels(config.database.schema).jobs,
+            log,
           };
           printJson(await replayEndpoint(ctx, name, req, actor()));
         });

@@ -23,6 +23,7 @@ export function replayRoutes(app: FastifyInstance, svc: Service): void {
     purge: svc.config.jobs.job_purge,
     maxAttempts: svc.config.jobs.max_attempts,
     jobsChannel: svc.channels.jobs,
+    log: svc.log,
   });
   app.post('/v1/endpoints/:name/replay', { config: { roles: ADMIN } }, async (req) => {
     const { name } = parse(endpointParams, req.params, 'params');
