@@ -250,15 +250,24 @@ describe('deliveries through a rotation', () => {
     expect(() => new Webhook(OLD_WH).verify(last.body.toString('utf8'), flat(last))).toThrow(/No matching signature/);
   });
 
-  it('a retry of a job first sent during the overlap is signed with the secrets current at its attempt', async () => {
+  it('retries of an old job are signed with the secrets current at each attempt: before, during and after the overlap', async () => {
     rx.setResponder(() => ({ status: 500 }));
     const slow = { jobs: { retry: { base: '1h', max: '1h', jitter: 0 } } };
-    const during = await service({ secret: OLD, secret_next: NEW, rotate_until: FAR }, slow);
-    const id = await send(during);
+    const before = await service({ secret: OLD }, slow);
+    const id = await send(before);
     await waitFor(async () => (await job(id)).attempts === 1 && (await job(id)).status === 'pending', 10_000);
+    await before.stop();
+    expect(rx.requests[0]!.headers['x-acw-signature-next']).toBeUndefined();
+    // The rotation starts while the job waits for its retry: the retry carries both signatures.
+    const during = await service({ secret: OLD, secret_next: NEW, rotate_until: FAR }, slow);
+    await db.pool.query(`update jobs set run_at = now() where id = $1`, [id]);
+    await waitFor(async () => (await job(id)).attempts === 2 && (await job(id)).status === 'pending', 10_000);
     await during.stop();
-    expect(rx.requests[0]!.headers['x-acw-signature-next']).toBeDefined();
-    // The overlap is over when the retry comes (here: the config says so; the attempt reads the endpoint anew).
+    const second = rx.requests[1]!;
+    expect(second.headers['x-acw-event-id']).toBe(id);
+    expect(seed003Verify(OLD, second)).toBe(true);
+    expect(verifyWebhook({ secret: NEW, headers: second.headers, body: second.body })).toBe(true);
+    // The overlap is over when the last retry comes (here: the config says so; the attempt reads the endpoint anew).
     rx.setResponder(() => ({ status: 200 }));
     await service({ secret: OLD, secret_next: NEW, rotate_until: PAST });
     await db.pool.query(`update jobs set run_at = now() where id = $1`, [id]);
