@@ -28,3 +28,6 @@ create table :"schema".endpoints (
   deleted_at    timestamptz
 );
 create index endpoints_deleted_idx on :"schema".endpoints (deleted_at) where deleted_at is not null;
+
+-- A replay's idempotency key is looked up among that endpoint's replay audit rows (src/admin/replay.ts).
+create index audit_log_replay_idx on :"schema".audit_log (target_id, id) where action = 'endpoint.replay';

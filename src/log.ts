@@ -10,17 +10,21 @@ const CENSOR = '[redacted]';
  */
 const REDACT = [
   'secret',
+  'secret_next',
   'token',
   'password',
   'authorization',
   '*.secret',
+  '*.secret_next',
   '*.token',
   '*.password',
   '*.authorization',
   'headers["x-acw-signature"]',
+  'headers["x-acw-signature-next"]',
   'headers["webhook-signature"]',
   'headers.authorization',
   '*.headers["x-acw-signature"]',
+  '*.headers["x-acw-signature-next"]',
   '*.headers["webhook-signature"]',
   '*.headers.authorization',
 ];
@@ -34,7 +38,16 @@ const REDACT = [
 const HOT_REDACT = REDACT.filter((p) => !p.startsWith('*'));
 
 /** Keys whose value is censored at any depth (compared lower-cased), for `scrubDeep`. */
-const SENSITIVE_KEYS = new Set(['secret', 'token', 'password', 'authorization', 'x-acw-signature', 'webhook-signature']);
+const SENSITIVE_KEYS = new Set([
+  'secret',
+  'secret_next',
+  'token',
+  'password',
+  'authorization',
+  'x-acw-signature',
+  'x-acw-signature-next',
+  'webhook-signature',
+]);
 
 /** Keys whose string value is error text, which may quote a URL, a header or a query string. */
 const TEXT_KEYS = new Set(['err', 'error', 'message', 'stack', 'last_error']);

@@ -11,7 +11,16 @@ export type VerifyFailureReason =
   | 'signature_mismatch'
   | 'bad_secret';
 
-export type VerifyResult = { ok: true; scheme: WebhookScheme; timestamp: number; id: string } | { ok: false; reason: VerifyFailureReason };
+export type VerifyResult =
+  | {
+      ok: true;
+      scheme: WebhookScheme;
+      timestamp: number;
+      id: string;
+      /** Which of the secrets given matched (0 for a single secret): during a rotation, whether the new one works yet. */
+      secretIndex: number;
+    }
+  | { ok: false; reason: VerifyFailureReason };
 
 /** Anything with a Fetch-style `get` (the global `Headers`, undici's `Headers`). */
 export interface HeadersLike {
@@ -22,8 +31,11 @@ export interface HeadersLike {
 export type WebhookHeaders = HeadersLike | Record<string, string | string[] | undefined>;
 
 export interface VerifyWebhookOptions {
-  /** The endpoint secret; for `scheme: standard` deliveries a `whsec_<base64>` string. */
-  secret: string;
+  /**
+   * The endpoint secret; for `scheme: standard` deliveries a `whsec_<base64>` string. During a
+   * rotation, a list (old and new, in any order): a delivery signed with any of them is accepted.
+   */
+  secret: string | readonly string[];
   headers: WebhookHeaders;
   /** The raw request body, byte for byte (not re-serialised JSON). */
   body: string | Buffer | Uint8Array;
@@ -50,38 +62,74 @@ export function verifyWebhookDetailed(opts: VerifyWebhookOptions): VerifyResult 
   const body = toBuffer(opts.body);
   const nowMs = opts.now instanceof Date ? opts.now.getTime() : (opts.now ?? Date.now());
 
+  const secrets: readonly string[] = typeof opts.secret === 'string' ? [opts.secret] : opts.secret;
+  // A list that is not one (a plain JS caller) or is empty is a setup mistake, as an empty secret is.
+  if (!Array.isArray(secrets) || secrets.length === 0 || !secrets.every((s) => typeof s === 'string')) return fail('bad_secret');
+
   const acwSig = get('x-acw-signature');
   const stdSig = get('webhook-signature');
-  if (acwSig !== undefined) return verifyAcw(opts.secret, get, acwSig, body, nowMs, tolerance);
-  if (stdSig !== undefined) return verifyStandard(opts.secret, get, stdSig, body, nowMs, tolerance);
+  if (acwSig !== undefined) return verifyAcw(secrets, get, acwSig, body, nowMs, tolerance);
+  if (stdSig !== undefined) return verifyStandard(secrets, get, stdSig, body, nowMs, tolerance);
   return fail('missing_header');
 }
 
 type Reader = (name: string) => string[] | undefined;
 
-function verifyAcw(secret: string, get: Reader, sigValues: string[], body: Buffer, nowMs: number, tolerance: number): VerifyResult {
-  if (secret.length === 0) return fail('bad_secret');
+/** A `sha256=<hex>` header value as MAC bytes, or undefined when malformed (or sent twice with different values). */
+function acwMac(values: string[]): Buffer | undefined {
+  const sig = single(values);
+  if (sig === undefined || !sig.startsWith('sha256=') || !HEX.test(sig.slice(7))) return undefined;
+  return Buffer.from(sig.slice(7), 'hex');
+}
+
+/**
+ * X-ACW-Signature, and X-ACW-Signature-Next when a rotation sends it (docs/operations.md#rotating-a-secret):
+ * the delivery is authentic when any secret given matches either header.
+ */
+function verifyAcw(
+  secrets: readonly string[],
+  get: Reader,
+  sigValues: string[],
+  body: Buffer,
+  nowMs: number,
+  tolerance: number,
+): VerifyResult {
+  if (secrets.some((s) => s.length === 0)) return fail('bad_secret');
   const tsValues = get('x-acw-timestamp');
   const idValues = get('x-acw-event-id');
   if (tsValues === undefined || idValues === undefined) return fail('missing_header');
-  const sig = single(sigValues);
   const ts = single(tsValues);
   const id = single(idValues);
-  if (sig === undefined || ts === undefined || id === undefined || id === '') return fail('malformed_header');
-  if (!sig.startsWith('sha256=') || !HEX.test(sig.slice(7))) return fail('malformed_header');
+  if (ts === undefined || id === undefined || id === '') return fail('malformed_header');
+  const macs = [acwMac(sigValues)];
+  const nextValues = get('x-acw-signature-next');
+  if (nextValues !== undefined) macs.push(acwMac(nextValues));
+  if (macs.some((m) => m === undefined)) return fail('malformed_header');
   const timestamp = parseTimestamp(ts);
   if (timestamp === undefined) return fail('malformed_header');
   const stale = checkWindow(timestamp, nowMs, tolerance);
   if (stale) return fail(stale);
 
-  const expected = createHmac('sha256', Buffer.from(secret, 'utf8')).update(`${timestamp}.`).update(body).digest();
-  if (!safeEqual(expected, Buffer.from(sig.slice(7), 'hex'))) return fail('signature_mismatch');
-  return { ok: true, scheme: 'acw', timestamp, id };
+  let matched = -1;
+  // Every secret against every signature (no early exit), so timing does not reveal which matched.
+  secrets.forEach((secret, i) => {
+    const expected = createHmac('sha256', Buffer.from(secret, 'utf8')).update(`${timestamp}.`).update(body).digest();
+    for (const mac of macs) if (safeEqual(expected, mac as Buffer) && matched < 0) matched = i;
+  });
+  if (matched < 0) return fail('signature_mismatch');
+  return { ok: true, scheme: 'acw', timestamp, id, secretIndex: matched };
 }
 
-function verifyStandard(secret: string, get: Reader, sigValues: string[], body: Buffer, nowMs: number, tolerance: number): VerifyResult {
-  const key = standardKey(secret);
-  if (key === undefined) return fail('bad_secret');
+function verifyStandard(
+  secrets: readonly string[],
+  get: Reader,
+  sigValues: string[],
+  body: Buffer,
+  nowMs: number,
+  tolerance: number,
+): VerifyResult {
+  const keys = secrets.map(standardKey);
+  if (keys.some((k) => k === undefined)) return fail('bad_secret');
   const tsValues = get('webhook-timestamp');
   const idValues = get('webhook-id');
   if (tsValues === undefined || idValues === undefined) return fail('missing_header');
@@ -108,14 +156,19 @@ function verifyStandard(secret: string, get: Reader, sigValues: string[], body: 
   const stale = checkWindow(timestamp, nowMs, tolerance);
   if (stale) return fail(stale);
 
-  const expected = createHmac('sha256', key).update(`${id}.${timestamp}.`).update(body).digest();
-  let matched = false;
-  // Check every candidate (no early exit) so timing does not reveal which entry matched.
-  for (const { version, mac } of parsed) {
-    if (version === 'v1' && safeEqual(expected, Buffer.from(mac, 'base64'))) matched = true;
-  }
-  if (!matched) return fail('signature_mismatch');
-  return { ok: true, scheme: 'standard', timestamp, id };
+  let matched = -1;
+  // Check every secret against every candidate (no early exit) so timing does not reveal which entry matched.
+  keys.forEach((key, i) => {
+    const expected = createHmac('sha256', key as Buffer)
+      .update(`${id}.${timestamp}.`)
+      .update(body)
+      .digest();
+    for (const { version, mac } of parsed) {
+      if (version === 'v1' && safeEqual(expected, Buffer.from(mac, 'base64')) && matched < 0) matched = i;
+    }
+  });
+  if (matched < 0) return fail('signature_mismatch');
+  return { ok: true, scheme: 'standard', timestamp, id, secretIndex: matched };
 }
 
 function fail(reason: VerifyFailureReason): VerifyResult {

@@ -25,6 +25,8 @@ export interface EndpointHealth {
   scheme: Scheme;
   timeout_ms: number;
   max_in_flight: number;
+  /** A secret rotation under way: both secrets sign until then (docs/operations.md#rotating-a-secret); null: none. */
+  rotate_until: string | null;
   window_minutes: number;
   /** Attempts in the window (shutdown-aborted ones left out: they say nothing about the receiver). */
   attempts: number;
@@ -127,6 +129,7 @@ export async function endpointHealth(
       scheme: e.scheme,
       timeout_ms: e.timeout,
       max_in_flight: e.max_in_flight,
+      rotate_until: e.rotate_until !== undefined && e.rotate_until > Date.now() ? new Date(e.rotate_until).toISOString() : null,
       window_minutes: windowMinutes,
       attempts: s?.attempts ?? 0,
       success_rate: s ? s.success_rate : null,

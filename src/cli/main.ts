@@ -3,7 +3,7 @@ import { UsageError } from '../errors.js';
 import { VERSION } from '../version.js';
 import { registerAlerts, registerJobs, registerUsers } from './commands/admin.js';
 import { registerConfig } from './commands/config.js';
-import { registerEndpoints } from './commands/endpoints.js';
+import { registerEndpointReplay, registerEndpoints } from './commands/endpoints.js';
 import { registerMigrate } from './commands/migrate.js';
 import { registerNotify } from './commands/notify.js';
 import { registerReceive } from './commands/receive.js';
@@ -29,6 +29,7 @@ export function buildProgram(): Command {
   registerUsers(program);
   registerAlerts(program);
   registerEndpoints(program);
+  registerEndpointReplay(program);
   // Subcommands made later inherit exitOverride only if set on each; do it for the whole tree.
   // `-c FILE` is taken anywhere on the line (`acw-webhooks -c f jobs list`, `jobs -c f list`,
   // `jobs list -c f`): each group takes it too, and the command that runs gets the nearest one.

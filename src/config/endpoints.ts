@@ -7,6 +7,13 @@ export interface Endpoint {
   readonly name: string;
   readonly url: string;
   readonly secret: string;
+  /**
+   * A rotation (docs/operations.md#rotating-a-secret): the new secret, signing alongside `secret`
+   * until `rotate_until` (epoch ms), then alone. Both set or neither; webhook/sign.ts signingSecrets
+   * reads them at every attempt.
+   */
+  readonly secret_next?: string;
+  readonly rotate_until?: number;
   /** Whitelist: exact topics, `prefix.*`, `*` (see topics.ts). */
   readonly topics: readonly string[];
   /** Per-attempt timeout in milliseconds, from when the request goes out on a connection. */
@@ -34,9 +41,6 @@ export interface Endpoint {
   readonly ssrf_guard: boolean;
   /** `notify.webhook.allow_networks`: CIDRs the guard lets through (the same array for every endpoint). */
   readonly allow_networks: readonly string[];
-  /** A secret rotation's overlap: the new secret, signing beside `secret` until rotate_until (epoch ms). */
-  readonly secret_next?: string;
-  readonly rotate_until?: number;
 }
 
 export const DEFAULT_ENDPOINT = 'default';
@@ -53,6 +57,7 @@ export function resolveEndpoints(config: Config): Endpoint[] {
       name: DEFAULT_ENDPOINT,
       url: w.url,
       secret: w.secret,
+      ...rotation(w),
       topics: w.topics,
       timeout: w.timeout,
       connect_timeout: w.connect_timeout ?? Math.min(DEFAULT_CONNECT_TIMEOUT_MS, w.timeout),
@@ -71,6 +76,7 @@ export function resolveEndpoints(config: Config): Endpoint[] {
       name: ep.name,
       url: ep.url,
       secret: ep.secret,
+      ...rotation(ep),
       topics: ep.topics,
       timeout,
       connect_timeout: ep.connect_timeout ?? w.connect_timeout ?? Math.min(DEFAULT_CONNECT_TIMEOUT_MS, timeout),
@@ -87,15 +93,28 @@ export function resolveEndpoints(config: Config): Endpoint[] {
   return out;
 }
 
+/** The rotation fields, when both are set; an empty `secret_next` (an unset variable in a command that never signs) is none. */
+function rotation(c: { readonly secret_next?: string | undefined; readonly rotate_until?: number | undefined }) {
+  return c.secret_next && c.rotate_until !== undefined ? { secret_next: c.secret_next, rotate_until: c.rotate_until } : {};
+}
+
 /**
  * What is valid but almost surely a mistake, each naming its key: an enabled endpoint with a URL
  * and no topics never receives an event (its whitelist is empty); one with `ssrf_guard` whose URL
- * the guard refuses (an IP literal or localhost outside `allow_networks`) never delivers. `config check` prints these and
+ * the guard refuses (an IP literal or localhost outside `allow_networks`) never delivers; a rotation whose overlap is over. `config check` prints these and
  * the service logs them at start; neither refuses the config.
  */
-export function configWarnings(config: Config): string[] {
+export function configWarnings(config: Config, nowMs = Date.now()): string[] {
   const w = config.notify.webhook;
   const out: string[] = [];
+  // A finished overlap is harmless (secret_next signs alone) but leaves the file saying otherwise.
+  const over = (c: { readonly secret_next?: string | undefined; readonly rotate_until?: number | undefined }) =>
+    c.secret_next !== undefined && c.rotate_until !== undefined && c.rotate_until <= nowMs;
+  const finished = 'has passed: only secret_next signs now; make it the secret and drop secret_next and rotate_until';
+  if (w.url !== '' && over(w)) out.push(`notify.webhook.rotate_until: ${finished}`);
+  w.endpoints.forEach((ep, i) => {
+    if (over(ep)) out.push(`notify.webhook.endpoints[${i}].rotate_until: ${finished}`);
+  });
   if (!w.enabled) return out;
   const empty = 'empty: this endpoint receives no event (list topics, "prefix.*" or "*")';
   if (w.url !== '' && w.topics.length === 0) out.push(`notify.webhook.topics: ${empty}`);

@@ -93,6 +93,20 @@ export function rateLimit() {
   });
 }
 
+const RFC3339 = /^\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(?:\.\d+)?(?:[Zz]|[+-]\d\d:\d\d)$/;
+
+/** An RFC 3339 instant with its offset ("2026-12-01T06:00:00Z"), parsed to epoch milliseconds. */
+export function instant() {
+  return z.unknown().transform((v, ctx) => {
+    const ms = typeof v === 'string' && RFC3339.test(v.trim()) ? Date.parse(v.trim()) : NaN;
+    if (Number.isNaN(ms)) {
+      ctx.addIssue({ code: 'custom', message: `expected an RFC 3339 time like "2026-12-01T06:00:00Z", got ${show(v)}`, input: v });
+      return z.NEVER;
+    }
+    return ms;
+  });
+}
+
 /** A byte size like `1mb`, parsed to bytes. */
 export function size() {
   return z.unknown().transform((v, ctx) => {

@@ -91,7 +91,7 @@ function isServiceSecret(path: KeyPath): boolean {
   if (a === 'server') return path.length === 5 && b === 'auth' && c === 'users' && typeof d === 'number' && e === 'token';
   if (a !== 'notify' || b !== 'webhook') return false;
   const rest = c === 'endpoints' && typeof d === 'number' ? path.slice(4) : path.slice(2);
-  return (rest.length === 1 && rest[0] === 'secret') || (rest.length === 2 && rest[0] === 'headers');
+  return (rest.length === 1 && (rest[0] === 'secret' || rest[0] === 'secret_next')) || (rest.length === 2 && rest[0] === 'headers');
 }
 
 /**

@@ -5,7 +5,7 @@ import type { Config, ConfigData } from './schema.js';
 const hide = (v: unknown): unknown => (v === '' ? '' : REDACTED); // an empty secret shows it is unset
 
 function mask(node: unknown, key: string | undefined): unknown {
-  if (key === 'secret' || key === 'token' || key === 'encryption_key') return hide(node);
+  if (key === 'secret' || key === 'secret_next' || key === 'token' || key === 'encryption_key') return hide(node);
   if (key === 'old_encryption_keys' && Array.isArray(node)) return node.map(hide);
   if (key === 'url' && typeof node === 'string') return redactUrl(node);
   if (Array.isArray(node)) return node.map((item) => mask(item, undefined));

@@ -26,10 +26,25 @@ export function isStandardSecret(secret: string): boolean {
 
 /** The form of a secret that is set, for the top-level endpoint and each `endpoints[]` entry (missing ones: missingSecrets). */
 function checkSecret(ep: Obj, add: AddIssue): void {
+  for (const key of ['secret', 'secret_next']) {
+    const secret = str(ep[key]);
+    if (secret === undefined || secret === '') continue; // a non-string was already reported by its own schema
+    if (ep['scheme'] === 'standard' && !isStandardSecret(secret)) {
+      add([key], `scheme "standard" needs a secret like "whsec_<base64>", got ${showSecret(secret)}`);
+    }
+  }
+  checkRotation(ep, add);
+}
+
+/** A rotation (docs/operations.md#rotating-a-secret) is the new secret and the end of the overlap, both or neither. */
+function checkRotation(ep: Obj, add: AddIssue): void {
+  const hasNext = ep['secret_next'] !== undefined;
+  const hasUntil = ep['rotate_until'] !== undefined;
+  if (hasNext && !hasUntil) add(['rotate_until'], 'required with secret_next: the end of the overlap, like "2026-12-01T06:00:00Z"');
+  if (hasUntil && !hasNext) add(['secret_next'], 'required with rotate_until: the new secret');
   const secret = str(ep['secret']);
-  if (secret === undefined || secret === '') return; // a non-string was already reported by its own schema
-  if (ep['scheme'] === 'standard' && !isStandardSecret(secret)) {
-    add(['secret'], `scheme "standard" needs a secret like "whsec_<base64>", got ${showSecret(secret)}`);
+  if (hasNext && secret !== undefined && secret !== '' && ep['secret_next'] === secret) {
+    add(['secret_next'], 'is the same as secret: a rotation needs a new secret');
   }
 }
 
@@ -39,6 +54,7 @@ export function checkEndpoint(ep: unknown, add: AddIssue): void {
 }
 
 const noSecret = (ep: Obj): boolean => ep['secret'] === undefined || ep['secret'] === '';
+const emptyNext = (ep: Obj): boolean => ep['secret_next'] === '';
 
 /**
  * Endpoints with no secret, on the interpolated tree. Apart from the schema because only the
@@ -52,10 +68,14 @@ export function missingSecrets(tree: unknown): Issue[] {
   const url = str(w['url']);
   if (url !== undefined && url !== '' && noSecret(w))
     out.push({ path: ['notify', 'webhook', 'secret'], message: 'required when notify.webhook.url is set' });
+  if (url !== undefined && url !== '' && emptyNext(w))
+    out.push({ path: ['notify', 'webhook', 'secret_next'], message: 'must not be empty' });
   const endpoints = Array.isArray(w['endpoints']) ? (w['endpoints'] as unknown[]) : [];
   endpoints.forEach((ep, i) => {
     if (isObject(ep) && noSecret(ep))
       out.push({ path: ['notify', 'webhook', 'endpoints', i, 'secret'], message: 'required (non-empty) for every endpoint' });
+    if (isObject(ep) && emptyNext(ep))
+      out.push({ path: ['notify', 'webhook', 'endpoints', i, 'secret_next'], message: 'must not be empty' });
   });
   return out;
 }

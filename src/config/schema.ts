@@ -12,6 +12,7 @@ import {
   fraction,
   headers,
   httpUrl,
+  instant,
   int,
   list,
   listen,
@@ -50,6 +51,8 @@ const endpoint = withRule(
     ),
     url: httpUrl().describe('http(s) URL the POST goes to'),
     secret: secretText().default('').describe('signing key (required); "whsec_<base64>" for scheme standard'),
+    secret_next: secretText().optional().describe('rotation: the new key, signing alongside secret until rotate_until, then alone'),
+    rotate_until: instant().optional().describe('rotation: end of the overlap (RFC 3339); after it only secret_next signs'),
     topics: topics()
       .default(() => [])
       .describe('whitelist: exact topics, "prefix.*" or "*"'),
@@ -92,6 +95,8 @@ const webhook = withRule(
     enabled: bool().default(true).describe('false: no job for any endpoint'),
     url: httpUrl({ optional: true }).default('').describe('the endpoint "default"; empty: none'),
     secret: secretText().default('').describe('required (non-empty) when url is set'),
+    secret_next: secretText().optional().describe('rotation of the default endpoint: the new key (see endpoints[].secret_next)'),
+    rotate_until: instant().optional().describe('rotation of the default endpoint: end of the overlap (RFC 3339)'),
     timeout: duration({ positive: true }).prefault('10s').describe('per-attempt timeout'),
     // No schema default: unset means 5s or the endpoint's timeout when that is shorter (endpoints.ts),
     // so a config with a short timeout keeps working; a value given is refused above the timeout.

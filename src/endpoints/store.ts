@@ -9,6 +9,7 @@ import { ApiError, badField } from '../errors.js';
 import { cancelEndpointJobs } from '../queue/transitions.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { newSigningSecret } from '../crypto/signing-secret.js';
+import { planRotation, type RotationInput } from '../admin/rotation.js';
 import type { CreateEndpointInput, UpdateEndpointInput } from './input.js';
 
 /** Seals and opens secrets at rest (src/crypto); the store never sees a key. */
@@ -340,6 +341,39 @@ export async function deleteStoredEndpoint(
     });
     await announce(client, ctx.channel, name);
     return { cancelled_jobs: cancelled };
+  });
+}
+
+/**
+ * Rotate a stored endpoint's secret (docs/operations.md#rotating-a-secret): the secret in force
+ * stays `secret`, the new one becomes `secret_next` until the overlap ends, both sealed; one audit
+ * row without either secret; a NOTIFY. Returns the new secret (given or generated) once.
+ */
+export async function rotateStoredSecret(
+  ctx: StoreContext,
+  name: string,
+  input: RotationInput,
+  actor: Actor,
+  config: Config,
+): Promise<{ secret_next: string; rotate_until: string; generated: boolean }> {
+  if (actor.role === 'service') checkServiceTopics(actor, [], ctx.serviceTopics);
+  return withTransaction(ctx.pool, async (client) => {
+    const row = await lockOwn(client, ctx, name, actor);
+    const plan = planRotation(toEndpoint(row, config, ctx.codec), input);
+    await client.query(
+      `update endpoints set secret = $2, secret_next = $3, rotate_until = to_timestamp($4::float8 / 1000), updated_at = now() where name = $1`,
+      [name, ctx.codec.seal(plan.secret), ctx.codec.seal(plan.secret_next), plan.rotate_until],
+    );
+    const until = new Date(plan.rotate_until).toISOString();
+    await writeAudit(client, {
+      action: 'endpoint.secret_rotated',
+      actor: actor.name,
+      targetType: 'endpoint',
+      targetId: name,
+      details: { rotate_until: until, generated: plan.generated },
+    });
+    await announce(client, ctx.channel, name);
+    return { secret_next: plan.secret_next, rotate_until: until, generated: plan.generated };
   });
 }
 

@@ -62,6 +62,11 @@ export const notificationsQuery = z.strictObject({
 
 export const endpointsQuery = z.strictObject({ window_minutes: intParam(1, 10_080).optional() });
 export const deleteEndpointQuery = z.strictObject({ force: boolParam.optional() });
+/** `overlap`: a duration (1m to 720h, default 24h); `secret`: the new one (generated when absent). Checked by planRotation. */
+export const rotateSecretBody = z.strictObject({
+  overlap: z.string({ error: 'expected a duration like "24h"' }).max(40).optional(),
+  secret: z.string({ error: 'expected a string' }).max(512, { error: 'must be at most 512 characters' }).optional(),
+});
 export { createEndpointInput as createEndpointBody, updateEndpointInput as updateEndpointBody } from '../endpoints/input.js';
 
 /** `action`: repeated or comma-separated; src/admin/alerts.ts checks each names an alert action. */

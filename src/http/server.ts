@@ -13,6 +13,7 @@ import { healthRoutes } from './routes/health.js';
 import { jobRoutes } from './routes/jobs.js';
 import { notificationRoutes } from './routes/notifications.js';
 import { notifyRoutes } from './routes/notify.js';
+import { replayRoutes } from './routes/replay.js';
 
 /** How long a shutdown waits for in-flight requests before closing their connections. */
 const CLOSE_GRACE_MS = 10_000;
@@ -81,6 +82,7 @@ export async function createHttpServer(svc: Service, opts: HttpServerOptions): P
     notifyRoutes(app, svc);
     jobRoutes(app, svc);
     endpointRoutes(app, svc);
+    replayRoutes(app, svc);
     notificationRoutes(app, svc);
     alertRoutes(app, svc, hub, streams);
     // LISTEN before the first client can connect, so no wake-up is lost.

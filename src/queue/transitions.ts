@@ -483,3 +483,28 @@ export async function expireHeldJobs(
   const next = first && first.examined >= opts.batch ? { runAt: first.last_run_at, id: first.last_id } : null;
   return { rows, next };
 }
+
+/**
+ * Replay (operator, docs/operations.md#replaying-an-endpoint): this endpoint's jobs made in
+ * [since, until) whose status is listed -> pending with a fresh attempt series, ids kept (the
+ * `X-ACW-Event-Id` receivers deduplicate on). Only dead and completed jobs move, whatever the
+ * caller lists: a pending job is queued already, a running one belongs to its worker, a cancelled
+ * one was stopped on purpose. Reads the endpoint's range of the (endpoint, created_at, id) index;
+ * SKIP LOCKED leaves a job the purge is deleting right now. Returns how many moved. The jobs a
+ * replay makes for events that had none go through insertJobs.
+ */
+export async function replayJobs(
+  client: Queryable,
+  m: { endpoint: string; since: Date; until: Date; statuses: readonly string[] },
+): Promise<number> {
+  const res = await client.query<{ n: number }>(
+    `with v as (
+         select id from jobs
+         where endpoint = $1 and created_at >= $2 and created_at < $3 and status = any($4::text[]) and status in ('dead', 'completed')
+         for update skip locked),
+       upd as (update jobs j set ${REQUEUE} from v where j.id = v.id returning 1)
+     select count(*)::int as n from upd`,
+    [m.endpoint, m.since, m.until, m.statuses],
+  );
+  return res.rows[0]?.n ?? 0;
+}

@@ -6,7 +6,7 @@ import type { AttemptRecord, ClaimedJob, JobOutcome } from '../queue/types.js';
 import type { OutcomeHandler } from '../queue/worker.js';
 import { sendWebhook } from './send.js';
 import { isDeliverPayload, WEBHOOK_JOB } from './job.js';
-import { buildHeaders } from './sign.js';
+import { buildHeaders, signingSecrets } from './sign.js';
 
 /** A job whose endpoint stays unknown this long goes dead (a rolling deploy is over by then). */
 export const UNKNOWN_ENDPOINT_DEAD_AFTER_MS = 24 * 3600_000;
@@ -54,9 +54,21 @@ export function createDeliverHandler(opts: DeliverOptions): OutcomeHandler {
     }
     if (!isDeliverPayload(job.payload)) return { kind: 'permanent', error: 'payload has no body/topic: not a webhook.deliver job' };
     const { body, topic } = job.payload;
-    const timestamp = Math.floor(Date.now() / 1000);
+    const now = Date.now();
+    const timestamp = Math.floor(now / 1000);
+    // The secrets current at this attempt: a retry of an old job during or after a rotation uses today's.
+    const keys = signingSecrets(ep, now);
     // buildHeaders only reads `extra`: no copy of the endpoint's headers per attempt.
-    const headers = buildHeaders({ scheme: ep.scheme, secret: ep.secret, jobId: job.id, topic, body, timestamp, extra: ep.headers });
+    const headers = buildHeaders({
+      scheme: ep.scheme,
+      secret: keys.secret,
+      secretNext: keys.next,
+      jobId: job.id,
+      topic,
+      body,
+      timestamp,
+      extra: ep.headers,
+    });
     const sent = await sendWebhook({ agent: opts.agentFor(ep), url: ep.url, headers, body, timeoutMs: ep.timeout, signal });
     const o = sent.outcome;
     const attempt: AttemptRecord = {

@@ -35,9 +35,36 @@ function assertTimestamp(timestamp: number): void {
   if (!Number.isSafeInteger(timestamp) || timestamp < 0) throw new RangeError('timestamp must be a non-negative integer (Unix seconds)');
 }
 
+/** What an endpoint carries for signing: its secret and, during a rotation, the new one and the end of the overlap (epoch ms). */
+export interface EndpointSecrets {
+  readonly secret: string;
+  readonly secret_next?: string | undefined;
+  readonly rotate_until?: number | undefined;
+}
+
+/** The secrets that sign an attempt: `secret` alone, or with `next` during a rotation's overlap. */
+export interface SigningSecrets {
+  secret: string;
+  next?: string;
+}
+
+/**
+ * Which secrets sign an attempt made at `nowMs` (docs/operations.md#rotating-a-secret): before
+ * `rotate_until` the old secret and the new one (X-ACW-Signature and X-ACW-Signature-Next, or both
+ * in webhook-signature), from it on the new one alone. Read at every attempt, so a retry of an old
+ * job signs with the secrets current when it is sent.
+ */
+export function signingSecrets(ep: EndpointSecrets, nowMs: number): SigningSecrets {
+  const next = ep.secret_next;
+  if (next === undefined || next === '' || ep.rotate_until === undefined) return { secret: ep.secret };
+  return nowMs < ep.rotate_until ? { secret: ep.secret, next } : { secret: next };
+}
+
 export interface BuildHeadersOptions {
   scheme: SignatureScheme;
   secret: string;
+  /** During a rotation's overlap, the new secret (see signingSecrets): a second signature. */
+  secretNext?: string | undefined;
   /** The job's UUID: stable across retries, receivers deduplicate on it. */
   jobId: string;
   topic: string;
@@ -58,6 +85,7 @@ const RESERVED = new Set([
   'x-acw-event-id',
   'x-acw-timestamp',
   'x-acw-signature',
+  'x-acw-signature-next',
   'webhook-id',
   'webhook-timestamp',
   'webhook-signature',
@@ -90,10 +118,15 @@ export function buildHeaders(opts: BuildHeadersOptions): Record<string, string> 
     headers['X-ACW-Event-Id'] = opts.jobId;
     headers['X-ACW-Timestamp'] = String(opts.timestamp);
     headers['X-ACW-Signature'] = signAcw(opts.secret, opts.timestamp, opts.body);
+    // The old secret keeps X-ACW-Signature, so a receiver that knows one secret verifies all through the overlap.
+    if (opts.secretNext !== undefined) headers['X-ACW-Signature-Next'] = signAcw(opts.secretNext, opts.timestamp, opts.body);
   } else {
     headers['webhook-id'] = opts.jobId;
     headers['webhook-timestamp'] = String(opts.timestamp);
-    headers['webhook-signature'] = signStandard(opts.secret, opts.jobId, opts.timestamp, opts.body);
+    const sig = signStandard(opts.secret, opts.jobId, opts.timestamp, opts.body);
+    // Standard Webhooks: several signatures, space-separated; a receiver accepts any that matches.
+    headers['webhook-signature'] =
+      opts.secretNext === undefined ? sig : `${sig} ${signStandard(opts.secretNext, opts.jobId, opts.timestamp, opts.body)}`;
   }
   return headers;
 }

@@ -251,4 +251,36 @@ describe('endpoints at run time', () => {
       await bare.close();
     }
   });
+
+  it('rotate-secret: the old secret keeps signing, the new one signs beside it until the overlap ends; neither is audited', async () => {
+    const old = 'rotation-old-secret-0123456789';
+    expect(
+      (
+        await call(api.url, 'POST', '/v1/endpoints', {
+          token: admin,
+          body: { name: 'rot', url: `${rx.url}/rot`, topics: ['rot.x'], secret: old },
+        })
+      ).status,
+    ).toBe(201);
+    expect((await call(api.url, 'POST', '/v1/endpoints/rot/rotate-secret', { token: viewer, body: {} })).status).toBe(403);
+    const r = await call(api.url, 'POST', '/v1/endpoints/rot/rotate-secret', { token: admin, body: { overlap: '1h' } });
+    expect(r.status).toBe(200);
+    const fresh = r.body.secret_next as string;
+    expect(fresh).not.toBe(old);
+    expect(Date.parse(r.body.rotate_until as string) - Date.now()).toBeGreaterThan(3_500_000);
+    await call(api.url, 'POST', '/v1/notify', { token: admin, body: { topic: 'rot.x', data: {} } });
+    const [got] = await waitFor(() => {
+      const hits = rx.requests.filter((q) => q.url === '/rot');
+      return hits.length > 0 ? hits : null;
+    });
+    // A receiver on the old secret alone keeps verifying (X-ACW-Signature); the new one is in X-ACW-Signature-Next.
+    expect(verifyWebhook({ secret: old, headers: got!.headers, body: got!.body })).toBe(true);
+    expect(verifyWebhook({ secret: fresh, headers: got!.headers, body: got!.body })).toBe(true);
+    expect(got!.headers['x-acw-signature-next']).toBeDefined();
+    const again = await call(api.url, 'POST', '/v1/endpoints/rot/rotate-secret', { token: admin, body: {} });
+    expect(again.status).toBe(409);
+    const audit = await db.pool.query(`select details from audit_log where target_id = 'rot'`);
+    expect(JSON.stringify(audit.rows)).not.toContain(fresh);
+    expect(JSON.stringify(audit.rows)).not.toContain(old);
+  });
 });

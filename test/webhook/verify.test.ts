@@ -32,8 +32,8 @@ function upper(h: Record<string, string>): Record<string, string> {
 }
 
 type Case = [name: string, opts: Omit<VerifyWebhookOptions, 'now'>, expected: ReturnType<typeof verifyWebhookDetailed>];
-const okAcw = { ok: true, scheme: 'acw', timestamp: TS, id: JOB } as const;
-const okStd = { ok: true, scheme: 'standard', timestamp: TS, id: JOB } as const;
+const okAcw = { ok: true, scheme: 'acw', timestamp: TS, id: JOB, secretIndex: 0 } as const;
+const okStd = { ok: true, scheme: 'standard', timestamp: TS, id: JOB, secretIndex: 0 } as const;
 const acwSig = acw()['X-ACW-Signature'] as string;
 const stdSig = std()['webhook-signature'] as string;
 

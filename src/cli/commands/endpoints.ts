@@ -11,6 +11,7 @@ import {
   deleteStoredEndpoint,
   codecOf,
   readStoredEndpoints,
+  rotateStoredSecret,
   toEndpoint,
   updateStoredEndpoint,
   type SecretCodec,
@@ -24,6 +25,8 @@ import type { z } from 'zod';
 import { channels } from '../../db/sql.js';
 import { EXIT, ExitError, printJson, readConfig, withDatabase, type GlobalOptions } from '../context.js';
 import { actor } from './admin.js';
+import { parseReplayRequest, replayEndpoint } from '../../admin/replay.js';
+import { ApiError } from '../../errors.js';
 
 /**
  * `endpoints list|pause|resume`: the same view and the same actions as `GET /v1/endpoints` and
@@ -220,6 +223,33 @@ function registerStoredEndpoints(endpoints: Command): void {
     });
 
   endpoints
+    .command('rotate-secret')
+    .description('give a stored endpoint a new secret; the old one keeps signing beside it for the overlap (prints the new one, once)')
+    .argument('<name>', 'endpoint name')
+    .option('--overlap <duration>', 'how long both secrets sign, 1m to 720h', '24h')
+    .option('--secret <secret>', 'use this secret instead of a generated one')
+    .option('-c, --config <file>', 'config file')
+    .action(async (name: string, o: GlobalOptions & { overlap: string; secret?: string }) => {
+      const config = readConfig(o, { needSecrets: false });
+      await withDatabase(config, async (db) => {
+        try {
+          const out = await rotateStoredSecret(
+            await storeOf(config, db.pool, true),
+            name,
+            { overlap: o.overlap, ...(o.secret !== undefined ? { secret: o.secret } : {}) },
+            { name: actor(), role: 'admin' },
+            config,
+          );
+          printJson({ name, ...out });
+        } catch (err) {
+          // A bad --overlap or --secret is a usage error, with the API's message.
+          if (err instanceof ApiError && err.status === 400) throw new ExitError(EXIT.usage, err.message);
+          throw err;
+        }
+      });
+    });
+
+  endpoints
     .command('remove')
     .description('delete a stored endpoint; refused while it has pending jobs unless --force, which cancels them')
     .argument('<name>', 'endpoint name')
@@ -235,4 +265,56 @@ function registerStoredEndpoints(endpoints: Command): void {
         printJson({ name, deleted: true, cancelled_jobs });
       });
     });
+}
+
+/**
+ * `endpoints replay NAME --since 2h [--until T] [--status dead|all] [--dry-run]`: the same as
+ * `POST /v1/endpoints/:name/replay` (docs/operations.md#replaying-an-endpoint), audited as the OS
+ * user. Bad input exits 2 naming the flag, before a database is opened; an unknown endpoint exits 1.
+ */
+export function registerEndpointReplay(program: Command): void {
+  const endpoints = program.commands.find((c) => c.name() === 'endpoints') ?? program.command('endpoints');
+  endpoints
+    .command('replay')
+    .description("send an endpoint's window again: its dead (or all finished) jobs re-queued, same ids; events it has no job for get one")
+    .argument('<name>', 'endpoint name')
+    .requiredOption('--since <time>', 'start of the window: a duration ago ("2h") or an RFC 3339 time')
+    .option('--until <time>', 'end of the window (default now): a duration ago or an RFC 3339 time')
+    .option('--status <status>', 'dead: dead jobs only (default); all: completed ones too')
+    .option('--dry-run', 'print the counts; change nothing')
+    .option('--idempotency-key <key>', 'the same key again (within 24 h) prints the first answer and changes nothing')
+    .option('-c, --config <file>', 'config file')
+    .action(
+      async (
+        name: string,
+        o: GlobalOptions & { since: string; until?: string; status?: string; dryRun?: boolean; idempotencyKey?: string },
+      ) => {
+        const req = { since: o.since, until: o.until, status: o.status, dry_run: o.dryRun === true, idempotency_key: o.idempotencyKey };
+        try {
+          parseReplayRequest(req);
+        } catch (err) {
+          const field = err instanceof ApiError ? err.details?.['field'] : undefined;
+          if (typeof field === 'string')
+            throw new ExitError(
+              EXIT.usage,
+              `--${field.replaceAll('_', '-')}${err instanceof Error ? err.message.slice(field.length) : ''}`,
+            );
+          throw err;
+        }
+        const config = readConfig(o, { needSecrets: false }); // nothing here delivers
+        await withDatabase(config, async (db, log) => {
+          const list = await allEndpoints(db.pool, config);
+          requireEndpoint(list, name);
+          const ctx = {
+            pool: db.pool,
+            endpoints: list,
+            purge: config.jobs.job_purge,
+            maxAttempts: config.jobs.max_attempts,
+            jobsChannel: channels(config.database.schema).jobs,
+            log,
+          };
+          printJson(await replayEndpoint(ctx, name, req, actor()));
+        });
+      },
+    );
 }

@@ -6,10 +6,11 @@ import { parseListen } from '../../config/index.js';
 import { verifyWebhookDetailed, type VerifyFailureReason } from '../../verify.js';
 import { EXIT, ExitError, printJson } from '../context.js';
 import { watchForStop } from '../stop.js';
+import { collect } from './verify.js';
 
 interface ReceiveOptions {
   listen: string;
-  secret: string;
+  secret: string[];
   status: string;
   acceptInvalid?: boolean;
   save?: string;
@@ -18,6 +19,8 @@ interface ReceiveOptions {
 /** The headers a signature check reads, per scheme, in the case the service sends them. */
 const SIGNATURE_HEADERS = {
   acw: ['X-ACW-Event-Id', 'X-ACW-Timestamp', 'X-ACW-Signature'],
+  // Sent only during a secret rotation, so never reported missing.
+  acwOptional: ['X-ACW-Signature-Next', 'X-ACW-Topic'],
   standard: ['webhook-id', 'webhook-timestamp', 'webhook-signature'],
 } as const;
 
@@ -27,7 +30,7 @@ const TOLERANCE_S = 300;
 function signatureHeaders(req: IncomingMessage): { scheme: 'acw' | 'standard'; got: Record<string, string>; missing: string[] } {
   const has = (name: string): boolean => req.headers[name.toLowerCase()] !== undefined;
   const scheme = !has('x-acw-signature') && SIGNATURE_HEADERS.standard.some(has) ? 'standard' : 'acw';
-  const wanted: readonly string[] = [...SIGNATURE_HEADERS[scheme], ...(scheme === 'acw' ? ['X-ACW-Topic'] : [])];
+  const wanted: readonly string[] = [...SIGNATURE_HEADERS[scheme], ...(scheme === 'acw' ? SIGNATURE_HEADERS.acwOptional : [])];
   const got: Record<string, string> = {};
   const raw = req.rawHeaders;
   for (let i = 0; i + 1 < raw.length; i += 2) {
@@ -54,7 +57,7 @@ function why(reason: VerifyFailureReason, scheme: 'acw' | 'standard', missing: s
     case 'timestamp_in_future':
       return `${tsHeader} is ${age === undefined ? '?' : -age} s in the future (more than ${TOLERANCE_S} s): a clock that is off`;
     case 'signature_mismatch':
-      return `${sigHeader} does not match this body with --secret: the endpoint's secret is not the one given here, or the body changed on the way`;
+      return `${sigHeader}${scheme === 'acw' ? ' (and X-ACW-Signature-Next, if sent)' : ''} does not match this body with --secret: the endpoint's secret is not the one given here, or the body changed on the way`;
     case 'bad_secret':
       return scheme === 'standard' ? '--secret must be whsec_<base64> for an endpoint with scheme: standard' : '--secret is empty';
   }
@@ -101,7 +104,7 @@ export function registerReceive(program: Command): void {
     .command('receive')
     .description('run a local webhook receiver that prints each delivery and whether its signature verifies; 401 when it does not')
     .option('--listen <host:port>', 'where to listen', '127.0.0.1:9000')
-    .requiredOption('--secret <secret>', 'the endpoint secret to verify with')
+    .requiredOption('--secret <secret>', 'the endpoint secret to verify with; repeat it during a rotation (old and new)', collect)
     .option('--status <code>', 'HTTP status to answer a verified delivery with', '200')
     .option('--accept-invalid', 'answer --status to deliveries that do not verify too (still printing why)')
     .option('--save <dir>', 'write each delivery as <dir>/<time>-<id>.body (raw bytes) and .headers (as received), for acw-webhooks verify')
@@ -156,7 +159,9 @@ export function registerReceive(program: Command): void {
             method: req.method,
             path: req.url,
             verified: v.ok,
-            ...(v.ok ? { scheme: v.scheme } : { reason: v.reason, why: why(v.reason, sig.scheme, sig.missing, timestamp) }),
+            ...(v.ok
+              ? { scheme: v.scheme, ...(o.secret.length > 1 ? { secret_index: v.secretIndex } : {}) }
+              : { reason: v.reason, why: why(v.reason, sig.scheme, sig.missing, timestamp) }),
             ...(sig.missing.length > 0 ? { missing: sig.missing } : {}),
             answered: answer,
             id,

@@ -2,7 +2,14 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { pauseEndpoint, resumeEndpoint, type EndpointStateContext } from '../../admin/endpoint-state.js';
 import { endpointHealth, endpointView, testEndpoint, type LocalDeliveries } from '../../admin/endpoints.js';
 import type { Service } from '../../service.js';
-import { createStoredEndpoint, deleteStoredEndpoint, updateStoredEndpoint, type Actor, type StoreContext } from '../../endpoints/store.js';
+import {
+  createStoredEndpoint,
+  deleteStoredEndpoint,
+  rotateStoredSecret,
+  updateStoredEndpoint,
+  type Actor,
+  type StoreContext,
+} from '../../endpoints/store.js';
 import { badField } from '../../errors.js';
 import { encryptionKeyMissing } from '../../crypto/keys.js';
 import type { Endpoint } from '../../config/index.js';
@@ -14,6 +21,7 @@ import {
   endpointParams,
   endpointsQuery,
   parse,
+  rotateSecretBody,
   updateEndpointBody,
 } from '../schemas.js';
 
@@ -99,6 +107,15 @@ export function endpointRoutes(app: FastifyInstance, svc: Service): void {
     await updateStoredEndpoint(store(), name, patch, actorOf(req));
     await svc.registry.refresh(true);
     return endpointView(svc.db.pool, svc.endpoints, name, local());
+  });
+
+  // The new secret is in this answer only; the old one keeps signing (X-ACW-Signature) until rotate_until.
+  app.post('/v1/endpoints/:name/rotate-secret', { config: { roles: WRITE } }, async (req) => {
+    const { name } = parse(endpointParams, req.params, 'params');
+    const body = parse(rotateSecretBody, req.body ?? {}, 'body');
+    const out = await rotateStoredSecret(store(), name, body, actorOf(req), svc.config);
+    await svc.registry.refresh(true);
+    return { name, ...out };
   });
 
   app.delete('/v1/endpoints/:name', { config: { roles: WRITE } }, async (req) => {

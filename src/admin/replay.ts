@@ -1,0 +1,312 @@
+import { createHash } from 'node:crypto';
+import type pg from 'pg';
+import { parseDuration, type Endpoint } from '../config/index.js';
+import { withTransaction, type Queryable } from '../db/pool.js';
+import { ApiError, badField } from '../errors.js';
+import type { Logger } from '../log.js';
+import { insertJobs, replayJobs } from '../queue/transitions.js';
+import type { NewJob } from '../queue/types.js';
+import { WEBHOOK_JOB, buildBody, webhookJobId, type DeliverPayload } from '../webhook/job.js';
+import { writeAudit } from './audit.js';
+import { requireEndpoint } from './endpoint-state.js';
+import { isPrintable } from './params.js';
+
+/**
+ * Replay of one endpoint's window (docs/operations.md#replaying-an-endpoint), shared by
+ * `POST /v1/endpoints/:name/replay` and `acw-webhooks endpoints replay`: its jobs made in the window
+ * go back to pending with a fresh attempt series (same ids, so receivers deduplicate), and the
+ * matching events of the window that have no job for it get one. One transaction, one audit row.
+ */
+
+export const REPLAY_STATUSES = ['dead', 'all'] as const;
+export type ReplayStatus = (typeof REPLAY_STATUSES)[number];
+
+/** The request as the caller gave it: `since`/`until` an RFC 3339 time or a duration ago ("2h"). */
+export interface ReplayRequest {
+  since: string;
+  until?: string | undefined;
+  /** `dead` (default): dead jobs only; `all`: completed ones too. */
+  status?: string | undefined;
+  dry_run?: boolean | undefined;
+  /** The same key from the same actor again (within 24 h): the first answer, nothing written. */
+  idempotency_key?: string | undefined;
+}
+
+export interface ParsedReplay {
+  since: Date;
+  until: Date;
+  status: ReplayStatus;
+  dryRun: boolean;
+  key: string | undefined;
+  /** Of the request as given (relative times unresolved), so a retried request matches its first answer. */
+  hash: string;
+}
+
+export interface ReplayContext {
+  pool: pg.Pool;
+  /** The endpoints in force now (config, or stored ones): the whitelist of the one named applies. */
+  endpoints: readonly Endpoint[];
+  /** jobs.job_purge: the window is cut where the purge may have deleted what it held. */
+  purge: { readonly enabled: boolean; readonly completed_retention: number; readonly dead_retention: number };
+  maxAttempts: number;
+  jobsChannel: string;
+  /** Where the `endpoint.replay` line goes once a replay commits. */
+  log?: Logger | undefined;
+}
+
+export interface ReplayAnswer {
+  endpoint: string;
+  status: ReplayStatus;
+  window: { since: string; until: string };
+  /** Jobs reset to pending (with dry_run: that would be). */
+  reset: number;
+  /** Jobs made for events of the window that had none for this endpoint (with dry_run: that would be). */
+  created: number;
+  /** Jobs of the window left as they are, by status: queued or running already, cancelled, or completed under `dead`. */
+  unchanged: Record<string, number>;
+  /** True when the window asked for began before the purge retention: it was cut at `window.since`. */
+  retention_limited: boolean;
+  requested_since?: string;
+  note?: string;
+  dry_run?: true;
+  /** The answer of an earlier request with the same idempotency key: nothing was written now. */
+  repeated?: true;
+}
+
+/** Events read, and jobs made, per statement. */
+const PAGE = 1000;
+/** Idempotency keys are honoured at least this long, as notify's are. */
+const KEY_TTL = '24 hours';
+
+/** An RFC 3339 time with its offset, or a Go-style duration meaning that long before `nowMs`. */
+function instant(value: unknown, field: string, nowMs: number): Date {
+  const bad = () => badField(field, 'expected an RFC 3339 time like "2026-12-01T02:00:00Z" or a duration like "2h"');
+  if (typeof value !== 'string' || value.length === 0 || value.length > 64) throw bad();
+  if (/^\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d(:\d\d(\.\d+)?)?([Zz]|[+-]\d\d:\d\d)$/.test(value)) {
+    const d = new Date(value);
+    if (!Number.isNaN(d.getTime())) return d;
+    throw bad();
+  }
+  let d: Date;
+  try {
+    d = new Date(nowMs - parseDuration(value));
+  } catch {
+    throw bad();
+  }
+  // "99999999999h" parses, but lies beyond any date (and beyond PostgreSQL's).
+  if (Number.isNaN(d.getTime()) || d.getUTCFullYear() < 1) throw bad();
+  return d;
+}
+
+/** Checks every field before anything is read or written: a bad one is a 400 naming it. */
+export function parseReplayRequest(r: ReplayRequest, nowMs = Date.now()): ParsedReplay {
+  const since = instant(r.since, 'since', nowMs);
+  const until = r.until === undefined ? new Date(nowMs) : instant(r.until, 'until', nowMs);
+  if (since.getTime() >= until.getTime()) {
+    throw badField('since', `must be earlier than until (${until.toISOString()}), got ${since.toISOString()}`);
+  }
+  const status = r.status ?? 'dead';
+  if (!(REPLAY_STATUSES as readonly string[]).includes(status)) {
+    throw badField('status', `expected "dead" or "all", got ${JSON.stringify(String(status).slice(0, 40))}`);
+  }
+  if (r.dry_run !== undefined && typeof r.dry_run !== 'boolean') throw badField('dry_run', 'expected true or false');
+  const key = r.idempotency_key;
+  if (key !== undefined && (typeof key !== 'string' || key.length === 0 || key.length > 200 || !isPrintable(key))) {
+    throw badField('idempotency_key', 'expected 1-200 printable characters');
+  }
+  const hash = createHash('sha256')
+    .update(JSON.stringify([r.since, r.until ?? null, status]))
+    .digest('hex');
+  return { since, until, status: status as ReplayStatus, dryRun: r.dry_run === true, key, hash };
+}
+
+/**
+ * The whitelist as SQL arrays: `*`, exact topics, and `prefix.*` as LIKE patterns (`_` escaped,
+ * topics being `[a-z0-9_.]`), matching what topicMatches does in the fan-out.
+ */
+function whitelist(topics: readonly string[]): { all: boolean; exact: string[]; like: string[] } {
+  return {
+    all: topics.includes('*'),
+    exact: topics.filter((t) => !t.includes('*')),
+    like: topics.filter((t) => t.endsWith('.*')).map((t) => `${t.slice(0, -1).replaceAll('_', '\\_')}%`),
+  };
+}
+
+/** Dispatched events of the window that match the whitelist and have no job for the endpoint (jobs_event_idx). */
+const MISSING = `from events e
+  where e.dispatched_at is not null and e.created_at >= $1 and e.created_at < $2
+    and ($3::boolean or e.topic = any($4::text[]) or e.topic like any($5::text[]))
+    and not exists (select 1 from jobs j where j.event_id = e.id and j.endpoint = $6)`;
+
+interface EventRow {
+  id: string;
+  topic: string;
+  data: unknown;
+  created_at: Date;
+}
+
+/** Reset (or count), create (or count), audit; or the first answer again for a key seen before. */
+export async function replayEndpoint(ctx: ReplayContext, name: string, req: ReplayRequest, actor: string): Promise<ReplayAnswer> {
+  const p = parseReplayRequest(req);
+  const ep = requireEndpoint(ctx.endpoints, name);
+  const run = async (client: Queryable): Promise<ReplayAnswer> => {
+    if (p.key !== undefined && !p.dryRun) {
+      const earlier = await earlierAnswer(client, actor, ep.name, p);
+      if (earlier) return earlier;
+    }
+    const until = p.until;
+    const start = await windowStart(client, ctx, p);
+    // A window wholly past the retention is empty, not reversed.
+    const since = start.since.getTime() > until.getTime() ? until : start.since;
+    const limited = start.limited;
+    const statuses = p.status === 'all' ? ['dead', 'completed'] : ['dead'];
+    const byStatus = await client.query<{ status: string; n: number }>(
+      `select status, count(*)::int as n from jobs where endpoint = $1 and created_at >= $2 and created_at < $3 group by status`,
+      [ep.name, since, until],
+    );
+    const unchanged: Record<string, number> = {};
+    let resettable = 0;
+    for (const r of byStatus.rows) {
+      if (statuses.includes(r.status)) resettable += r.n;
+      else unchanged[r.status] = r.n;
+    }
+    const w = whitelist(ep.topics);
+    const match = [since, until, w.all, w.exact, w.like, ep.name];
+    let reset = resettable;
+    let created = 0;
+    if (p.dryRun) {
+      created = (await client.query<{ n: number }>(`select count(*)::int as n ${MISSING}`, match)).rows[0]?.n ?? 0;
+    } else {
+      reset = await replayJobs(client, { endpoint: ep.name, since, until, statuses });
+      if (reset > 0) await client.query(`select pg_notify($1, '')`, [ctx.jobsChannel]);
+      created = await createMissing(client, ctx, ep, match);
+    }
+    const answer: ReplayAnswer = {
+      endpoint: ep.name,
+      status: p.status,
+      window: { since: since.toISOString(), until: until.toISOString() },
+      reset,
+      created,
+      unchanged,
+      retention_limited: limited,
+      ...(limited
+        ? {
+            requested_since: p.since.toISOString(),
+            note:
+              'the window began before the purge retention (jobs.job_purge), where jobs may be deleted already: it starts at ' +
+              `${since.toISOString()} instead; older dead jobs can still be re-queued with jobs redrive --endpoint ${ep.name}`,
+          }
+        : {}),
+      ...(p.dryRun ? { dry_run: true as const } : {}),
+    };
+    if (!p.dryRun) {
+      await writeAudit(client, {
+        action: 'endpoint.replay',
+        actor,
+        targetType: 'endpoint',
+        targetId: ep.name,
+        details: {
+          endpoint: ep.name,
+          window: answer.window,
+          status: p.status,
+          reset,
+          created,
+          retention_limited: limited,
+          ...(p.key !== undefined ? { idempotency_key: p.key, request_hash: p.hash, answer } : {}),
+        },
+      });
+    }
+    return answer;
+  };
+  // A dry run reads only; in one snapshot so its counts agree with each other.
+  if (p.dryRun) {
+    return withTransaction(ctx.pool, async (client) => {
+      await client.query('set transaction read only');
+      return run(client);
+    });
+  }
+  const answer = await withTransaction(ctx.pool, run);
+  if (!answer.repeated) {
+    ctx.log?.info(
+      {
+        event: 'endpoint.replay',
+        endpoint: answer.endpoint,
+        actor,
+        status: answer.status,
+        ...answer.window,
+        reset: answer.reset,
+        created: answer.created,
+      },
+      `replayed ${answer.reset + answer.created} jobs of endpoint ${answer.endpoint}`,
+    );
+  }
+  return answer;
+}
+
+/**
+ * The start of the window: the one asked for, or, with the purge on, no earlier than the shorter
+ * retention ago (database clock). Past it a finished job of this endpoint may be deleted already,
+ * and its event would then look as if it never had one: replaying it would resend a delivery that
+ * succeeded. Events outlive the shorter retention (purge.ts keeps them at least completed_retention).
+ */
+async function windowStart(client: Queryable, ctx: ReplayContext, p: ParsedReplay): Promise<{ since: Date; limited: boolean }> {
+  if (!ctx.purge.enabled) return { since: p.since, limited: false };
+  const retention = Math.min(ctx.purge.completed_retention, ctx.purge.dead_retention);
+  const res = await client.query<{ horizon: Date }>(`select now() - $1 * interval '1 millisecond' as horizon`, [retention]);
+  const horizon = res.rows[0]!.horizon;
+  return p.since.getTime() < horizon.getTime() ? { since: horizon, limited: true } : { since: p.since, limited: false };
+}
+
+/** Jobs for the window's events with none for this endpoint, a page at a time, as the fan-out makes them (same id). */
+async function createMissing(client: Queryable, ctx: ReplayContext, ep: Endpoint, match: unknown[]): Promise<number> {
+  let created = 0;
+  let after: [Date, string] = [new Date(0), '00000000-0000-0000-0000-000000000000'];
+  for (;;) {
+    const page = await client.query<EventRow>(
+      `select e.id, e.topic, e.data, e.created_at ${MISSING} and (e.created_at, e.id) > ($7::timestamptz, $8::uuid)
+       order by e.created_at, e.id limit ${PAGE}`,
+      [...match, ...after],
+    );
+    const jobs: NewJob[] = page.rows.map((ev) => {
+      const payload: DeliverPayload = {
+        topic: ev.topic,
+        body: buildBody({ id: ev.id, topic: ev.topic, occurredAt: ev.created_at, data: ev.data }),
+      };
+      return {
+        id: webhookJobId(ev.id, ep.name),
+        type: WEBHOOK_JOB,
+        payload,
+        maxAttempts: ctx.maxAttempts,
+        eventId: ev.id,
+        endpoint: ep.name,
+      };
+    });
+    // skipExisting: a job made since the read (a concurrent replay) is left as it is.
+    created += (await insertJobs(client, jobs, ctx.jobsChannel, undefined, { skipExisting: true })).ids.length;
+    const last = page.rows.at(-1);
+    if (!last || page.rows.length < PAGE) return created;
+    after = [last.created_at, last.id];
+  }
+}
+
+/**
+ * The answer of this actor's earlier replay of the endpoint with the same key, or a 409 when that
+ * key came with another request. Requests with one key wait for each other (advisory lock until
+ * commit), so two at once do not both replay.
+ */
+async function earlierAnswer(client: Queryable, actor: string, endpoint: string, p: ParsedReplay): Promise<ReplayAnswer | null> {
+  await client.query(`select pg_advisory_xact_lock(hashtextextended($1, 0))`, [`acw.replay\n${actor}\n${endpoint}\n${p.key}`]);
+  const res = await client.query<{ details: { request_hash?: string; answer?: ReplayAnswer } }>(
+    `select details from audit_log
+     where action = 'endpoint.replay' and target_id = $1 and actor = $2 and details->>'idempotency_key' = $3
+       and created_at > now() - interval '${KEY_TTL}'
+     order by id desc limit 1`,
+    [endpoint, actor, p.key],
+  );
+  const row = res.rows[0];
+  if (!row) return null;
+  if (row.details.request_hash !== p.hash || !row.details.answer) {
+    throw new ApiError(409, 'idempotency_conflict', 'idempotency_key: already used with a different request', { field: 'idempotency_key' });
+  }
+  return { ...row.details.answer, repeated: true };
+}
