@@ -37,7 +37,11 @@ export function installSpans(role) {
       };
     } else if (role === 'worker') {
       if (CLAIMS.has(name)) done = (r) => data.claims.push({ start: t, end: wallNow(), ids: r.rows.map((x) => x.id) });
-      else if (name === 'acw_pending_endpoints' || name === 'acw_next_due') data.probes.push({ name, start: t });
+      else if (name === 'acw_pending_endpoints' || name === 'acw_next_due') {
+        const probe = { name, start: t };
+        data.probes.push(probe);
+        done = () => (probe.end = wallNow());
+      }
     }
     if (!done) return null;
     const k = args.findIndex((a) => typeof a === 'function');
@@ -103,7 +107,7 @@ export function joinSpans({ sent, answered, jobIds, arrivals, serve, worker }) {
   const sendOf = new Map();
   for (const [id, t] of worker.sends) if (!sendOf.has(id)) sendOf.set(id, t);
   const notifies = worker.notifies.toSorted((a, b) => a - b);
-  const probes = worker.probes.filter((p) => p.name === 'acw_pending_endpoints').map((p) => p.start);
+  const probes = worker.probes.filter((p) => p.name === 'acw_pending_endpoints' && p.end !== undefined);
   const rows = [];
   for (let i = 0; i < sent.length; i++) {
     const req = serve.requests[i];
@@ -113,7 +117,9 @@ export function joinSpans({ sent, answered, jobIds, arrivals, serve, worker }) {
     const arrived = arrivals.get(i);
     if (!req || req.committed === undefined || !claim || send === undefined || arrived === undefined) continue;
     const notify = firstAtOrAfter(notifies, req.commit);
-    const probe = firstAtOrAfter(probes, notify ?? req.committed);
+    // A discovery read the claim waited for: begun after the NOTIFY, done before the claim began.
+    const from = notify ?? req.committed;
+    const waited = probes.some((p) => p.start >= from && p.end <= claim.start);
     rows.push({
       client_to_handler: req.start - sent[i],
       handler_to_commit: req.commit - req.start,
@@ -125,7 +131,7 @@ export function joinSpans({ sent, answered, jobIds, arrivals, serve, worker }) {
       send_to_receiver: arrived - send,
       commit_to_answer: answered[i] - req.committed,
       total: arrived - sent[i],
-      probe_before_claim: probe !== null && probe < claim.start ? 1 : 0,
+      claim_waited_for_discovery: waited ? 1 : 0,
     });
   }
   return rows;
