@@ -683,7 +683,7 @@ export function httpSummary(rs) {
     const r99 = perRun('http-latency', isAcw, 'p99_ms', isGraphileTuned, (x, y) => ratio(x, y));
     add(
       'POST /v1/notify p50 <= graphile tuned addJob p50 + 1.5 ms (median over runs of the difference)',
-      d50 === null ? 'n/a' : `+${fmt(d50, 2)} ms`,
+      d50 === null ? 'n/a' : `${d50 >= 0 ? '+' : ''}${fmt(d50, 2)} ms`,
       '<= +1.50 ms',
       d50 === null ? null : d50 <= 1.5,
     );
