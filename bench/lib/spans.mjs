@@ -1,8 +1,8 @@
 // Where the time of one POST /v1/notify goes on its way to the receiver (BENCH_SPANS=1, the
 // http-latency scenario): timestamps taken inside acw's own processes without touching src/, from
 // Node's and undici's diagnostics channels and a wrapper around pg's Client#query and #emit.
-// Every clock is wallNow(), comparable across the processes of one host. Bench-only: a traced run's
-// latencies are not published.
+// Every clock is wallNow(), comparable across the processes of one host. Bench-only: the hooks cost a
+// few µs per step, so a traced run's latencies are marked as traced wherever they are quoted.
 import { subscribe } from 'node:diagnostics_channel';
 import pg from 'pg';
 import { wallNow } from './common.mjs';
