@@ -6,7 +6,10 @@
 //   BENCH_JOBS=50000          jobs per deliver / noop / backlog run (and per ceiling run)
 //   BENCH_LATENCY_EVENTS=2000 events per latency run, BENCH_LATENCY_GAP_MS=10 apart
 //   BENCH_BACKLOG_COMPLETED=1000000 BENCH_BACKLOG_FUTURE=100000
-//   BENCH_SCENARIOS=ceiling,deliver,noop,latency,backlog,fleet
+//   BENCH_SCENARIOS=ceiling,deliver,noop,latency,http-batch,http-latency,http-rps,backlog,fleet
+//   BENCH_HTTP_BATCH_EVENTS=20000 BENCH_HTTP_BATCH_SIZES=1000,100   POST /v1/notify/batch vs addJobs
+//   BENCH_HTTP_RPS_CLIENTS=50 BENCH_HTTP_RPS_SECONDS=10            POST /v1/notify requests/s
+//   BENCH_SPANS=1             http-latency: where each POST /v1/notify's time goes (lib/spans.mjs)
 //   BENCH_FLEET_EVENTS=20000 BENCH_FLEET_RATE=1000 BENCH_FLEET_SECONDS=20 BENCH_FLEET_CONCURRENCY=50,500
 //                             the fleet scenario (100 endpoints, slow, failing and hanging receivers);
 //                             more knobs in bench/README.md#fleet
@@ -31,6 +34,7 @@ import pg from 'pg';
 import { fleetHealthy, median, peakRssMb, percentile, sleep, wallNow } from './lib/common.mjs';
 import { cpuSeconds, pgCpuSeconds, spawnChild } from './lib/proc.mjs';
 import { snapshotBuild } from './lib/dist.mjs';
+import { joinSpans } from './lib/spans.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const STAMP = new Date().toISOString().replace(/[:.]/g, '-');
@@ -57,11 +61,28 @@ const LAT_N = int('BENCH_LATENCY_EVENTS', 2_000);
 const LAT_GAP = Number(process.env.BENCH_LATENCY_GAP_MS ?? 10);
 const BACKLOG = { completed: int('BENCH_BACKLOG_COMPLETED', 1_000_000), future: int('BENCH_BACKLOG_FUTURE', 100_000) };
 const PROFILE = Boolean(process.env.BENCH_PROFILE);
-const SCENARIOS = list('BENCH_SCENARIOS', ['ceiling', 'deliver', 'noop', 'latency', 'backlog', 'fleet']);
+const SCENARIOS = list('BENCH_SCENARIOS', [
+  'ceiling',
+  'deliver',
+  'noop',
+  'latency',
+  'http-batch',
+  'http-latency',
+  'http-rps',
+  'backlog',
+  'fleet',
+]);
 const ALL = ['acw-default', 'acw-tuned', 'graphile-default', 'graphile-tuned', 'pgboss-tuned'];
 const ONLY = list('BENCH_SYSTEMS', ALL);
 const HTTP_AVAILABLE = existsSync(new URL('http/index.js', process.env.BENCH_DIST ?? `file://${join(HERE, '../dist/')}`));
 const RUN_TIMEOUT_S = int('BENCH_RUN_TIMEOUT_S', 150);
+/** The HTTP entry point's scenarios (issue 14, bench/README.md#http-entry-point). */
+const HTTP_BATCH = {
+  events: int('BENCH_HTTP_BATCH_EVENTS', 20_000),
+  sizes: list('BENCH_HTTP_BATCH_SIZES', ['1000', '100']).map((x) => Math.min(1000, Math.max(1, Math.round(Number(x))))),
+};
+const HTTP_RPS = { clients: int('BENCH_HTTP_RPS_CLIENTS', 50), seconds: int('BENCH_HTTP_RPS_SECONDS', 10) };
+const SPANS = Boolean(process.env.BENCH_SPANS);
 const int0 = (k, d) => (process.env[k] ? Math.max(0, Math.round(Number(process.env[k]))) : d);
 /** The fleet scenario (bench/README.md#fleet). */
 const FLEET = {
@@ -91,6 +112,8 @@ const PLAN = {
   deliver: ALL,
   noop: ALL,
   latency: ALL,
+  // acw's API in a `serve` child and a separate worker; the peers as in latency.
+  'http-latency': ['acw-default', 'graphile-tuned', 'graphile-default'],
   backlog: ['acw-default', 'acw-tuned', 'graphile-tuned', 'pgboss-tuned'],
   // The peers run once per BENCH_FLEET_CONCURRENCY value; acw with its own config.
   fleet: ['acw-default', 'acw-tuned', 'graphile-tuned', 'pgboss-tuned'],
@@ -305,11 +328,18 @@ async function runThroughput(scenario, key, run) {
 
 // ---------------------------------------------------------------- latency
 
-async function runLatency(key, entry, run) {
+/**
+ * `scenario` 'latency': the worker child enqueues to itself (outbox, or its own HTTP API for
+ * entry 'http'). 'http-latency' (issue 14): acw's POST /v1/notify goes to a separate `serve` child
+ * with jobs off while the worker child (jobs on, no API) delivers, as a deployment with `serve` and
+ * `worker` processes runs; the peers as in 'latency' (enqueue here, a worker child of their own).
+ */
+async function runLatency(key, entry, run, scenario = 'latency') {
   const { mod, variant } = SYSTEMS[key];
+  const separate = scenario === 'http-latency' && entry === 'http';
   if (entry === 'http' && !HTTP_AVAILABLE) {
     const r = {
-      scenario: 'latency',
+      scenario,
       system: key,
       label: label(key),
       entry,
@@ -319,36 +349,80 @@ async function runLatency(key, entry, run) {
     emit(r);
     return r;
   }
-  const db = `b_${key.replace('-', '_')}_latency_${entry}_${run}`.toLowerCase();
+  const db = `b_${key.replace('-', '_')}_${scenario.replace('-', '_')}_${entry}_${run}`.toLowerCase();
   const url = await server.createDatabase(db, await template(key, false));
   await experimentSettings(mod, db);
   await resetReceiver({ target: LAT_N, latency: true });
-  const w = workerChild({ system: mod.name, variant, mode: 'deliver', url, receiverUrl, target: Infinity, http: entry === 'http' });
+  const spans = separate && SPANS;
+  const w = workerChild({
+    system: mod.name,
+    variant,
+    mode: 'deliver',
+    url,
+    receiverUrl,
+    target: Infinity,
+    http: entry === 'http' && !separate,
+    ...(spans ? { spans: 'worker' } : {}),
+  });
+  const api = separate
+    ? workerChild({
+        system: mod.name,
+        variant,
+        mode: 'deliver',
+        url,
+        receiverUrl,
+        target: Infinity,
+        http: true,
+        jobs: false,
+        ...(spans ? { spans: 'serve' } : {}),
+      })
+    : null;
   let enq = null;
   try {
     await w.wait('loaded', 60_000);
     w.send({ cmd: 'go' });
     const started = await w.wait('started', 60_000);
-    enq = await mod.openLatency(url, { entry, httpUrl: started.httpUrl });
+    let httpUrl = started.httpUrl;
+    if (api) {
+      await api.wait('loaded', 60_000);
+      api.send({ cmd: 'go' });
+      httpUrl = (await api.wait('started', 60_000)).httpUrl;
+    }
+    enq = await mod.openLatency(url, { entry, httpUrl });
     await sleep(1_500); // workers idle, listeners connected
     await pgssReset(url);
     const sent = new Float64Array(LAT_N);
+    const answered = new Float64Array(LAT_N);
+    const jobIds = Array.from({ length: LAT_N }, () => null);
     const start = wallNow() + 5;
     for (let i = 0; i < LAT_N; i++) {
       const wait = start + i * LAT_GAP - wallNow();
       if (wait > 0.5) await sleep(wait);
       sent[i] = wallNow();
-      await enq.enqueue(i);
+      jobIds[i] = await enq.enqueue(i);
+      answered[i] = wallNow();
     }
     await receiver.wait('reached', 30_000).catch(() => null);
-    await pgssDump(url, `${key}-latency-${entry}-${run}`);
+    await pgssDump(url, `${key}-${scenario}-${entry}-${run}`);
     const st = await receiverStats(true);
     const lat = st.arrivals.map(([seq, at]) => at - sent[seq]).toSorted((a, b) => a - b);
+    const answer = Array.from(answered, (t, i) => t - sent[i]).toSorted((a, b) => a - b);
+    let spanSummary;
+    if (spans) {
+      w.send({ cmd: 'spans' });
+      api.send({ cmd: 'spans' });
+      const [ws, as] = await Promise.all([w.wait('spans', 30_000), api.wait('spans', 30_000)]);
+      const raw = { sent: [...sent], answered: [...answered], jobIds, arrivals: st.arrivals, serve: as.data, worker: ws.data };
+      writeFileSync(join(RESULTS_DIR, `spans-${STAMP}-${run}.json`), JSON.stringify(raw));
+      const rows = joinSpans({ ...raw, arrivals: new Map(st.arrivals) });
+      spanSummary = summarizeSpans(rows);
+    }
     const r = {
-      scenario: 'latency',
+      scenario,
       system: key,
       label: label(key),
       entry,
+      ...(separate ? { api: 'separate serve child, jobs.enabled false' } : {}),
       run,
       events: LAT_N,
       received: lat.length,
@@ -357,18 +431,294 @@ async function runLatency(key, entry, run) {
       p99_ms: round(percentile(lat, 99), 2),
       max_ms: round(lat.at(-1), 2),
       mean_ms: round(lat.reduce((a, b) => a + b, 0) / Math.max(1, lat.length), 2),
+      // How long the enqueue call itself took (the HTTP answer, addJob's promise, ...).
+      enqueue_p50_ms: round(percentile(answer, 50), 2),
+      enqueue_p99_ms: round(percentile(answer, 99), 2),
+      ...(spanSummary ? { spans: spanSummary } : {}),
     };
     emit(r);
     return r;
   } finally {
     await enq?.close().catch(() => undefined);
-    if (!w.exit) {
-      w.send({ cmd: 'stop' });
-      await Promise.race([w.exited, sleep(30_000)]);
-      if (!w.exit) await w.kill();
+    for (const c of [api, w]) {
+      if (!c || c.exit) continue;
+      c.send({ cmd: 'stop' });
+      await Promise.race([c.exited, sleep(30_000)]);
+      if (!c.exit) await c.kill();
     }
     await server.dropDatabase(db);
   }
+}
+
+/** Median, p99 and mean of each step over the events that could be followed end to end. */
+function summarizeSpans(rows) {
+  if (rows.length === 0) return { events: 0 };
+  const out = { events: rows.length };
+  for (const k of Object.keys(rows[0])) {
+    const v = rows
+      .map((r) => r[k])
+      .filter((x) => typeof x === 'number')
+      .toSorted((a, b) => a - b);
+    if (k === 'claim_waited_for_discovery') {
+      out[k] = v.reduce((a, b) => a + b, 0);
+      continue;
+    }
+    out[k] = {
+      p50: round(percentile(v, 50), 3),
+      p99: round(percentile(v, 99), 3),
+      mean: round(v.reduce((a, b) => a + b, 0) / Math.max(1, v.length), 3),
+    };
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- the HTTP entry point (issue 14)
+
+/** A `serve` child: acw default config with the API and jobs off. Returns it and its URL. */
+async function startServe(url, name) {
+  const c = workerChild(
+    { system: 'acw', variant: 'default', mode: 'deliver', url, receiverUrl, target: Infinity, http: true, jobs: false },
+    name,
+  );
+  await c.wait('loaded', 60_000);
+  c.send({ cmd: 'go' });
+  const { httpUrl } = await c.wait('started', 60_000);
+  return { c, httpUrl };
+}
+
+async function stopChild(c) {
+  if (c.exit) return;
+  c.send({ cmd: 'stop' });
+  await Promise.race([c.exited, sleep(30_000)]);
+  if (!c.exit) await c.kill();
+}
+
+/**
+ * http-batch: HTTP_BATCH.events events through POST /v1/notify/batch, `size` events a request, one
+ * request at a time, to a `serve` with jobs off (one endpoint matches each event: an event row and a
+ * job row each), against graphile-worker's addJobs in batches of the same size from here. Per run and
+ * size, acw first, then graphile, so the two meet the same load on the shared box.
+ */
+async function runHttpBatch(run) {
+  const n = HTTP_BATCH.events;
+  for (const size of HTTP_BATCH.sizes) {
+    if (ONLY.includes('acw-default')) {
+      note(`http-batch run ${run}: acw-default, ${size} a request`);
+      const db = `b_http_batch_acw_${size}_${run}`;
+      const url = await server.createDatabase(db, await template('acw-default', false));
+      const { c, httpUrl } = await startServe(url, `acw-http-batch-${size}-${run}`);
+      const http = await acw.openHttp(httpUrl);
+      try {
+        await http.batch(n, n + 1); // warm-up: auth, prepared statements, the connection
+        await server.checkpoint();
+        const cpu0 = { api: cpuSeconds(c.pid), pg: pgCpuSeconds(`${server.dir}/pg`) };
+        const t0 = performance.now();
+        for (let i = 0; i < n; i += size) await http.batch(i, Math.min(n, i + size));
+        const ms = performance.now() - t0;
+        const cpu1 = { api: cpuSeconds(c.pid), pg: pgCpuSeconds(`${server.dir}/pg`) };
+        const check = new pg.Client({ connectionString: url });
+        await check.connect();
+        const rows = await check
+          .query(`select (select count(*)::int from events) as events, (select count(*)::int from jobs) as jobs`)
+          .finally(() => check.end());
+        emit({
+          scenario: 'http-batch',
+          system: 'acw-default',
+          label: 'acw-webhooks POST /v1/notify/batch',
+          run,
+          batch: size,
+          events: n,
+          seconds: round(ms / 1000, 3),
+          events_per_s: round(n / (ms / 1000), 0),
+          cpu_us_per_event: { api: round(((cpu1.api - cpu0.api) * 1e6) / n, 0), pg: round(((cpu1.pg - cpu0.pg) * 1e6) / n, 0) },
+          written: rows.rows[0],
+        });
+      } finally {
+        await http.close().catch(() => undefined);
+        await stopChild(c);
+        await server.dropDatabase(db);
+      }
+    }
+    if (ONLY.some((k) => k.startsWith('graphile'))) {
+      note(`http-batch run ${run}: graphile addJobs, ${size} a call`);
+      const db = `b_http_batch_graphile_${size}_${run}`;
+      const url = await server.createDatabase(db, await template('graphile-tuned', false));
+      try {
+        await server.checkpoint();
+        const cpu0 = pgCpuSeconds(`${server.dir}/pg`);
+        const enq = await graphile.enqueue(url, { mode: 'deliver', n, batch: size });
+        const cpu1 = pgCpuSeconds(`${server.dir}/pg`);
+        emit({
+          scenario: 'http-batch',
+          system: 'graphile-tuned',
+          label: 'graphile-worker addJobs',
+          run,
+          batch: size,
+          events: n,
+          seconds: round(enq.ms / 1000, 3),
+          events_per_s: round(n / (enq.ms / 1000), 0),
+          cpu_us_per_event: { pg: round(((cpu1 - cpu0) * 1e6) / n, 0) },
+        });
+      } finally {
+        await server.dropDatabase(db);
+      }
+    }
+  }
+}
+
+/**
+ * http-rps: POST /v1/notify from HTTP_RPS.clients concurrent keep-alive clients (each one request at
+ * a time) against one `serve` with jobs off, for HTTP_RPS.seconds after a 1 s warm-up. Reported, no target.
+ */
+async function runHttpRps(run) {
+  if (!ONLY.includes('acw-default')) return;
+  note(`http-rps run ${run}: ${HTTP_RPS.clients} clients for ${HTTP_RPS.seconds} s`);
+  const db = `b_http_rps_${run}`;
+  const url = await server.createDatabase(db, await template('acw-default', false));
+  const { c, httpUrl } = await startServe(url, `acw-http-rps-${run}`);
+  const http = await acw.openHttp(httpUrl, { connections: HTTP_RPS.clients });
+  try {
+    let seq = 0;
+    const drive = async (until, lat) => {
+      await Promise.all(
+        Array.from({ length: HTTP_RPS.clients }, async () => {
+          while (wallNow() < until) {
+            const t = wallNow();
+            await http.notify(seq++);
+            lat?.push(wallNow() - t);
+          }
+        }),
+      );
+    };
+    await drive(wallNow() + 1_000, null);
+    const cpu0 = { api: cpuSeconds(c.pid), pg: pgCpuSeconds(`${server.dir}/pg`) };
+    const lat = [];
+    const t0 = wallNow();
+    await drive(t0 + HTTP_RPS.seconds * 1000, lat);
+    const seconds = (wallNow() - t0) / 1000;
+    const cpu1 = { api: cpuSeconds(c.pid), pg: pgCpuSeconds(`${server.dir}/pg`) };
+    lat.sort((a, b) => a - b);
+    emit({
+      scenario: 'http-rps',
+      system: 'acw-default',
+      label: 'acw-webhooks POST /v1/notify',
+      run,
+      clients: HTTP_RPS.clients,
+      seconds: round(seconds, 2),
+      requests: lat.length,
+      requests_per_s: round(lat.length / seconds, 0),
+      p50_ms: round(percentile(lat, 50), 2),
+      p99_ms: round(percentile(lat, 99), 2),
+      cpu_us_per_request: {
+        api: round(((cpu1.api - cpu0.api) * 1e6) / lat.length, 0),
+        pg: round(((cpu1.pg - cpu0.pg) * 1e6) / lat.length, 0),
+      },
+    });
+  } finally {
+    await http.close().catch(() => undefined);
+    await stopChild(c);
+    await server.dropDatabase(db);
+  }
+}
+
+const isAcw = (r) => r.system.startsWith('acw');
+const isGraphileTuned = (r) => r.system === 'graphile-tuned';
+
+/** The HTTP entry point's table and issue 14's targets, medians over runs (null without its scenarios). */
+export function httpSummary(rs) {
+  const med = (f, field) => median(rs.filter(f).map((r) => (typeof field === 'function' ? field(r) : r[field])));
+  const batch = rs.filter((r) => r.scenario === 'http-batch');
+  const lat = rs.filter((r) => r.scenario === 'http-latency' && !r.skipped);
+  const rps = rs.filter((r) => r.scenario === 'http-rps');
+  if (batch.length + lat.length + rps.length === 0) return null;
+  const lines = [];
+  const goals = [];
+  const add = (name, value, goal, ok) =>
+    goals.push(`| ${name} | ${value} | ${goal} | ${ok === null ? 'not measured' : ok ? 'yes' : '**no**'} |`);
+  // Ratios are taken within each run (acw and graphile ran back to back, under the same load), then
+  // the median over runs: on a shared box that is steadier than a ratio of two medians.
+  const runs = [...new Set(rs.filter((r) => r.scenario?.startsWith('http-')).map((r) => r.run))];
+  const perRun = (scenario, f, field, refF, cmp) =>
+    median(
+      runs.map((run) => {
+        const a = rs.find((r) => r.scenario === scenario && r.run === run && !r.skipped && f(r));
+        const b = rs.find((r) => r.scenario === scenario && r.run === run && !r.skipped && refF(r));
+        return a && b ? cmp(a[field], b[field]) : null;
+      }),
+    );
+  if (batch.length) {
+    lines.push(
+      '| batch enqueue, events (jobs) per second, medians over runs | per request/call | acw-webhooks `POST /v1/notify/batch` | graphile-worker `addJobs` | ratio (median of per-run ratios) |',
+    );
+    lines.push('| --- | --- | --- | --- | --- |');
+    for (const size of new Set(batch.map((r) => r.batch))) {
+      const isA = (r) => r.batch === size && r.system.startsWith('acw');
+      const isG = (r) => r.batch === size && r.system.startsWith('graphile');
+      const a = med((r) => r.scenario === 'http-batch' && isA(r), 'events_per_s');
+      const g = med((r) => r.scenario === 'http-batch' && isG(r), 'events_per_s');
+      const q = perRun('http-batch', isA, 'events_per_s', isG, (x, y) => ratio(x, y));
+      lines.push(`| | ${fmt(size)} | ${fmt(a)} | ${fmt(g)} | ${rx(q)} |`);
+      add(`HTTP batch of ${fmt(size)} >= 0.6x addJobs (median of per-run ratios)`, rx(q), '>= 0.60x', ge(q, 0.6));
+    }
+    lines.push('');
+  }
+  if (lat.length) {
+    const of = (f) => ({
+      p50: med((r) => r.scenario === 'http-latency' && !r.skipped && f(r), 'p50_ms'),
+      p95: med((r) => r.scenario === 'http-latency' && !r.skipped && f(r), 'p95_ms'),
+      p99: med((r) => r.scenario === 'http-latency' && !r.skipped && f(r), 'p99_ms'),
+      enq: med((r) => r.scenario === 'http-latency' && !r.skipped && f(r), 'enqueue_p50_ms'),
+    });
+    const a = of(isAcw);
+    const g = of(isGraphileTuned);
+    const gd = of((r) => r.system === 'graphile-default');
+    const cell = (x) => (x.p50 === null ? 'n/a' : `${fmt(x.p50, 1)} / ${fmt(x.p95, 1)} / ${fmt(x.p99, 1)} (enqueue call ${fmt(x.enq, 1)})`);
+    lines.push(
+      '| enqueue to arrival, ms p50 / p95 / p99, medians over runs | acw-webhooks `POST /v1/notify` to `serve`, separate `worker` | graphile-worker tuned `addJob` | graphile-worker default `addJob` |',
+    );
+    lines.push('| --- | --- | --- | --- |');
+    lines.push(`| | ${cell(a)} | ${cell(g)} | ${cell(gd)} |`);
+    lines.push('');
+    const d50 = perRun('http-latency', isAcw, 'p50_ms', isGraphileTuned, (x, y) => x - y);
+    const r99 = perRun('http-latency', isAcw, 'p99_ms', isGraphileTuned, (x, y) => ratio(x, y));
+    add(
+      'POST /v1/notify p50 <= graphile tuned addJob p50 + 1.5 ms (median over runs of the difference)',
+      d50 === null ? 'n/a' : `${d50 >= 0 ? '+' : ''}${fmt(d50, 2)} ms`,
+      '<= +1.50 ms',
+      d50 === null ? null : d50 <= 1.5,
+    );
+    add('POST /v1/notify p99 <= 1.5x graphile tuned addJob p99 (median of per-run ratios)', rx(r99), '<= 1.50x', ge(1.5, r99));
+    const sp = lat.find((r) => r.spans?.events);
+    if (sp) {
+      lines.push(`Where the time goes (BENCH_SPANS, run ${sp.run}, ${fmt(sp.spans.events)} events followed end to end), ms p50 / p99:`);
+      lines.push('');
+      lines.push('| step | p50 | p99 |');
+      lines.push('| --- | --- | --- |');
+      for (const [k, v] of Object.entries(sp.spans)) {
+        if (v && typeof v === 'object') lines.push(`| ${k.replaceAll('_', ' ')} | ${fmt(v.p50, 2)} | ${fmt(v.p99, 2)} |`);
+      }
+      lines.push('');
+      lines.push(
+        `Claims that waited for a discovery read (\`pendingEndpoints\`, begun after the NOTIFY and done before the claim): ${fmt(sp.spans.claim_waited_for_discovery)}.`,
+      );
+      lines.push('');
+    }
+  }
+  if (rps.length) {
+    const r = (field) => med((x) => x.scenario === 'http-rps', field);
+    const cpu = (k) =>
+      med(
+        (x) => x.scenario === 'http-rps',
+        (x) => x.cpu_us_per_request[k],
+      );
+    lines.push(
+      `POST /v1/notify from ${fmt(HTTP_RPS.clients)} concurrent clients against one \`serve\` (jobs off): ${fmt(r('requests_per_s'))} requests/s, request p50 ${fmt(r('p50_ms'), 1)} ms, p99 ${fmt(r('p99_ms'), 1)} ms; CPU µs per request: serve ${fmt(cpu('api'))}, PostgreSQL ${fmt(cpu('pg'))}.`,
+    );
+    lines.push('');
+  }
+  const md = [...lines];
+  if (goals.length) md.push('| target | measured | goal | holds |', '| --- | --- | --- | --- |', ...goals);
+  return md.join('\n');
 }
 
 // ---------------------------------------------------------------- fleet
@@ -1013,6 +1363,7 @@ async function main() {
     latencyGap: LAT_GAP,
     backlog: BACKLOG,
     ...(SCENARIOS.includes('fleet') ? { fleet: FLEET } : {}),
+    ...(SCENARIOS.some((x) => x.startsWith('http-')) ? { http: { batch: HTTP_BATCH, rps: HTTP_RPS, spans: SPANS } } : {}),
     profile: PROFILE,
     variants: Object.fromEntries(ALL.map((k) => [k, SYSTEMS[k].mod.describe(SYSTEMS[k].variant)])),
     http_entry: HTTP_AVAILABLE,
@@ -1040,11 +1391,22 @@ async function main() {
         }
         continue;
       }
+      if (scenario === 'http-batch') {
+        await runHttpBatch(run);
+        continue;
+      }
+      if (scenario === 'http-rps') {
+        await runHttpRps(run);
+        continue;
+      }
       if (!PLAN[scenario])
-        throw new Error(`BENCH_SCENARIOS: unknown scenario ${scenario} (ceiling, deliver, noop, latency, backlog, fleet)`);
+        throw new Error(
+          `BENCH_SCENARIOS: unknown scenario ${scenario} (ceiling, deliver, noop, latency, http-batch, http-latency, http-rps, backlog, fleet)`,
+        );
       for (const key of PLAN[scenario].filter((k) => ONLY.includes(k))) {
         note(`${scenario} run ${run}: ${key}`);
-        if (scenario === 'latency') {
+        if (scenario === 'http-latency') await runLatency(key, key.startsWith('acw') ? 'http' : 'addJob', run, scenario);
+        else if (scenario === 'latency') {
           if (key.startsWith('acw')) {
             await runLatency(key, 'outbox', run);
             if (key === 'acw-default') await runLatency(key, 'http', run);
@@ -1055,14 +1417,16 @@ async function main() {
   }
 
   const sum = summarize(results);
-  const core = results.some((r) => r.scenario !== 'meta' && r.scenario !== 'fleet');
+  const core = results.some((r) => ['ceiling', 'deliver', 'noop', 'latency', 'backlog'].includes(r.scenario));
+  const httpMd = httpSummary(results);
   const tg = core ? targets(sum) : { list: [], markdown: '' };
   const fleetCols = summarizeFleet(results);
   const ftg = fleetCols.length ? fleetTargets(fleetCols, sum) : null;
   const minutes = ((Date.now() - started) / 60_000).toFixed(1);
   let md = `# Benchmark results ${meta.started}\n\nNode ${meta.node}, PostgreSQL ${meta.postgres}, ${meta.cpus}, ${meta.memory_gb} GB; acw-webhooks build ${meta.build.fingerprint ?? meta.build.dist}; ${minutes} min.\n\n`;
   if (core) md += `${markdown(sum, meta)}\n\n## Targets\n\n${tg.markdown}\n`;
-  if (ftg) md += `${core ? '\n' : ''}## Fleet\n\n${fleetMarkdown(fleetCols)}\n\n### Fleet targets\n\n${ftg.markdown}\n`;
+  if (httpMd) md += `${core ? '\n' : ''}## HTTP entry point\n\n${httpMd}\n`;
+  if (ftg) md += `${core || httpMd ? '\n' : ''}## Fleet\n\n${fleetMarkdown(fleetCols)}\n\n### Fleet targets\n\n${ftg.markdown}\n`;
   console.log('');
   console.log(md);
   writeFileSync(join(RESULTS_DIR, 'latest.md'), md);

@@ -4,10 +4,12 @@
 //   -> {type:'loaded'}  modules imported, nothing running yet
 //   <- {cmd:'go'}       start working (the orchestrator's clock starts here)
 //   -> {type:'reached'} (no-op mode) the handler ran `target` times
+//   <- {cmd:'spans'}    (cfg.spans) -> {type:'spans', data}: what lib/spans.mjs recorded
 //   <- {cmd:'stop'}     graceful stop, then exit
 import { wallNow } from './lib/common.mjs';
 
 const cfg = JSON.parse(process.env.BENCH_WORKER ?? '{}');
+const spans = cfg.spans ? (await import('./lib/spans.mjs')).installSpans(cfg.spans) : null;
 const mod = await import(`./systems/${cfg.system}.mjs`);
 let handled = 0;
 let reached = false;
@@ -35,6 +37,8 @@ process.on('message', (m) => {
         process.exit(1);
       },
     );
+  } else if (m.cmd === 'spans') {
+    process.send?.({ type: 'spans', data: spans?.() ?? null });
   } else if (m.cmd === 'count') {
     process.send?.({ type: 'count', handled });
   } else if (m.cmd === 'stop') {

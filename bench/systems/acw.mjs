@@ -178,13 +178,44 @@ export async function openLatency(url, { entry, httpUrl }) {
           headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
           body: JSON.stringify({ topic: TOPIC, data: eventData(seq) }),
         });
-        await res.body.text();
+        const text = await res.body.text();
         if (res.statusCode !== 202) throw new Error(`POST /v1/notify answered ${res.statusCode}`);
+        return JSON.parse(text).job_ids[0];
       },
       close: () => pool.close(),
     };
   }
   throw new Error(`entry ${entry} is not available`);
+}
+
+/**
+ * The HTTP API of a `serve` child, from `connections` keep-alive connections: POST /v1/notify of
+ * event `seq`, and POST /v1/notify/batch of events `from` .. `to - 1` (one job each: one endpoint
+ * matches every event). Both throw unless the answer is 202.
+ */
+export async function openHttp(httpUrl, { connections = 1 } = {}) {
+  const { Pool } = await import('undici');
+  const pool = new Pool(httpUrl, { connections, pipelining: 1 });
+  const post = async (path, body) => {
+    const res = await pool.request({
+      path,
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
+      body: JSON.stringify(body),
+    });
+    const text = await res.body.text();
+    if (res.statusCode !== 202) throw new Error(`POST ${path} answered ${res.statusCode}: ${text.slice(0, 300)}`);
+    return text;
+  };
+  return {
+    notify: (seq) => post('/v1/notify', { topic: TOPIC, data: eventData(seq) }),
+    batch(from, to) {
+      const events = [];
+      for (let k = from; k < to; k++) events.push({ topic: TOPIC, data: eventData(k) });
+      return post('/v1/notify/batch', { events });
+    },
+    close: () => pool.close(),
+  };
 }
 
 /** The fleet's steady phase: `notify` (the outbox, one event per call) on a pool of `connections` clients. */
@@ -212,7 +243,11 @@ function fleetEndpoints(base, fleet) {
 
 // ---------------------------------------------------------------- worker side
 
-export async function prepareWorker({ url, receiverUrl, variant, mode, onHandled, http = false, fleet }) {
+/**
+ * `http`: also the HTTP API, as `acw-webhooks serve` runs it. `jobs: false`: `jobs.enabled: false`
+ * (no dispatcher, workers or runners), the API-only `serve` of a deployment with separate workers.
+ */
+export async function prepareWorker({ url, receiverUrl, variant, mode, onHandled, http = false, jobs = true, fleet }) {
   const { parseConfig } = await dist('config/index.js');
   const { createLogger } = await dist('log.js');
   const { Service } = await dist('service.js');
@@ -221,7 +256,7 @@ export async function prepareWorker({ url, receiverUrl, variant, mode, onHandled
     database: { url, ...(v.poolSize ? { pool_size: v.poolSize } : {}) },
     log: { level: process.env.BENCH_ACW_LOG_LEVEL ?? 'info' },
     ...(http ? { server: { listen: '127.0.0.1:0', auth: { users: [{ name: 'bench', role: 'service', token: TOKEN }] } } } : {}),
-    ...(v.workers ? { jobs: { workers: v.workers } } : {}),
+    ...(v.workers || !jobs ? { jobs: { ...(v.workers ? { workers: v.workers } : {}), ...(jobs ? {} : { enabled: false }) } } : {}),
     notify: {
       webhook: {
         ...(mode === 'fleet'

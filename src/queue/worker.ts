@@ -66,6 +66,7 @@ export class WorkerPool {
   private discoveredAt = -Infinity;
   /** Per rate-limited endpoint: claims in a row that found nothing for it (its retry wait doubles). */
   private readonly rateIdle = new Map<string, number>();
+  private discovering = false;
   private readonly timers: ClaimTimers;
   private readonly heartbeat: Heartbeat;
   private loopDone: Promise<void> = Promise.resolve();
@@ -207,21 +208,34 @@ export class WorkerPool {
 
   /**
    * What the next claim may take (SlotBudget.beginClaim): the endpoints' caps, plus (uncapped)
-   * endpoints that have pending jobs but are not configured here, found at most once per poll
-   * interval.
+   * endpoints that have pending jobs but are not configured here, as last found by discover().
    */
-  private async planClaim(): Promise<ClaimPlan> {
-    // Recorded before any read, so a reservation made meanwhile keeps off what this claim may take.
-    const plan = this.slots.beginClaim(this.unknownEndpoints);
-    const limits = this.opts.endpointLimits?.();
-    if (!limits || Date.now() - this.discoveredAt < this.opts.pollMs) return plan;
-    this.discoveredAt = Date.now();
-    try {
-      this.unknownEndpoints = (await pendingEndpoints(this.opts.pool)).filter((e) => !limits.has(e));
-    } catch {
-      // Keep the last list; the next claim or poll tries again.
-    }
+  private planClaim(): ClaimPlan {
+    this.discover();
     return this.slots.beginClaim(this.unknownEndpoints);
+  }
+
+  /**
+   * Look for endpoints with pending jobs that are not configured here, at most once per poll
+   * interval, beside the claims rather than before one: a claim woken by a NOTIFY never waits for
+   * this read. When it finds one the last claim could not know of, the loop claims again.
+   */
+  private discover(): void {
+    const limits = this.opts.endpointLimits?.();
+    if (!limits || this.discovering || Date.now() - this.discoveredAt < this.opts.pollMs) return;
+    this.discoveredAt = Date.now();
+    this.discovering = true;
+    pendingEndpoints(this.opts.pool)
+      .then(
+        (eps) => {
+          const found = eps.filter((e) => !limits.has(e));
+          const added = found.some((e) => !this.unknownEndpoints.includes(e));
+          this.unknownEndpoints = found;
+          if (added) this.wake(true);
+        },
+        () => undefined, // Keep the last list; the next look tries again.
+      )
+      .finally(() => (this.discovering = false));
   }
 
   private async loop(): Promise<void> {
@@ -236,7 +250,7 @@ export class WorkerPool {
       let jobs: ClaimedJob[];
       let plan: ClaimPlan;
       try {
-        plan = await this.planClaim();
+        plan = this.planClaim();
         jobs = await claimJobs(this.opts.pool, {
           workerId: this.workerId,
           leaseMs: this.opts.leaseMs,

@@ -354,6 +354,20 @@ describe('worker pool', () => {
     expect(await statuses()).toEqual({ completed: 300 });
   });
 
+  it('jobs of an endpoint not configured here, waiting at start, are claimed once the discovery read finds it (no wait for the poll)', async () => {
+    // The discovery read runs beside the first claim, not before it: that claim cannot know the
+    // endpoint, so finding it must wake the loop. The poll is 60 s.
+    await enqueueJobs(
+      db.pool,
+      Array.from({ length: 5 }, () => ({ type: 't', payload: {}, maxAttempts: 3, endpoint: 'elsewhere' })),
+      CH,
+    );
+    const { wp } = startPool({ t: async () => undefined }, { endpointLimits: () => new Map([['here', 4]]) });
+    await wp.start();
+    await waitFor(async () => (await statuses()).completed === 5, 15_000);
+    expect(await statuses()).toEqual({ completed: 5 });
+  });
+
   it('an endpoint at its max_in_flight cap cannot hold every worker', async () => {
     const { wp } = startPool(
       {
