@@ -15,8 +15,8 @@ export type { ClaimOptions, ExpiredRow, ExpiryCursor, FailItem, FailResult, Hold
  * docs/operations.md#job-states. This is the only module that writes `jobs` (the purge runner's
  * delete of old finished jobs aside; test/queue/transitions-home.test.ts holds that), so that a
  * rule such as "attempts spent -> dead" or "a real attempt clears the skip columns" is written
- * once, and a new column or transition is one change here. Later transitions (expiry,
- * force-delete, replay) belong here too.
+ * once, and a new column or transition is one change here (the probe claim, expiry, an endpoint's
+ * force-delete and replay live here too).
  *
  * After the claim, every write is guarded by id + lease_token + status 'running', so a worker that
  * lost its lease changes nothing; the attempt rows (attempt-rows.ts) go in the outcome's statement.

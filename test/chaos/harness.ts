@@ -424,6 +424,11 @@ export interface OutcomeReport {
  * (the delivering attempt is its last claim's); one `webhook.dead_letter` audit row and one
  * notification per admin for each dead job, and none for any other.
  */
+/** The statuses a job of an endpoint may end in: completed, dead where meant, pending (or its one probe running) where held. */
+function expectedStatuses(e: { dead?: boolean; held?: boolean } | undefined): readonly string[] {
+  return e?.held ? ['pending', 'running'] : e?.dead ? ['dead'] : ['completed'];
+}
+
 export async function checkOutcome(o: Outcome): Promise<OutcomeReport> {
   const { pool } = o;
   const held = o.endpoints.filter((e) => e.held).map((e) => e.receiver.name);
@@ -464,9 +469,7 @@ export async function checkOutcome(o: Outcome): Promise<OutcomeReport> {
   expect(jobs.length, 'jobs for the accepted events').toBe(o.accepted.length * o.endpoints.length);
 
   // Status: completed, dead or held (pending, or its endpoint's one probe running) where meant; nothing else left running.
-  const expected = (e: { dead?: boolean; held?: boolean } | undefined): readonly string[] =>
-    e?.held ? ['pending', 'running'] : e?.dead ? ['dead'] : ['completed'];
-  const wrong = jobs.filter((j) => !expected(byEndpoint.get(j.endpoint)).includes(j.status));
+  const wrong = jobs.filter((j) => !expectedStatuses(byEndpoint.get(j.endpoint)).includes(j.status));
   expect(wrong.slice(0, 10), `${wrong.length} jobs in the wrong final status`).toEqual([]);
   const running = await count(pool, `select count(*)::int as n from jobs where status = 'running' and not (endpoint = any($1::text[]))`, [
     held,
