@@ -44,10 +44,10 @@ export async function listJobs(db: Queryable, f: JobFilter = {}): Promise<{ item
   };
 }
 
-/** One job with its HTTP attempts, oldest first; null when there is no such job. */
-export async function getJob(db: Queryable, id: string): Promise<(JobView & { deliveries: AttemptView[] }) | null> {
+/** One job with its payload and its HTTP attempts, oldest first; null when there is no such job. */
+export async function getJob(db: Queryable, id: string): Promise<(JobView & { payload: unknown; deliveries: AttemptView[] }) | null> {
   const jobId = requireUuid(id, 'id');
-  const job = await db.query<JobRow>(`select ${JOB_COLUMNS} from jobs where id = $1`, [jobId]);
+  const job = await db.query<JobRow & { payload: unknown }>(`select ${JOB_COLUMNS}, payload from jobs where id = $1`, [jobId]);
   const row = job.rows[0];
   if (!row) return null;
   const att = await db.query<Omit<AttemptView, 'created_at'> & { created_at: Date }>(
@@ -55,5 +55,5 @@ export async function getJob(db: Queryable, id: string): Promise<(JobView & { de
      from webhook_attempts where job_id = $1 order by created_at, id`,
     [jobId],
   );
-  return { ...toJobView(row), deliveries: att.rows.map((a) => ({ ...a, created_at: a.created_at.toISOString() })) };
+  return { ...toJobView(row), payload: row.payload, deliveries: att.rows.map((a) => ({ ...a, created_at: a.created_at.toISOString() })) };
 }
