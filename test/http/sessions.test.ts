@@ -243,16 +243,39 @@ describe('GET /v1/stats', () => {
               ($1, 3, 'default', null, 'timeout', 5, now()), ($1, 4, 'default', 204, null, 5, now() - interval '2 hours')`,
       [jobId],
     );
-    const counts = await db.pool.query<{ status: string; n: number }>(`select status, count(*)::int as n from jobs group by status`);
+    // A second statement adds to the same minute's counts; an attempt aborted by a shutdown is not counted.
+    await db.pool.query(
+      `insert into webhook_attempts (job_id, attempt, endpoint, status_code, error_kind, duration_ms, aborted)
+       values ($1, 5, 'default', 200, null, 5, false), ($1, 6, 'default', null, 'aborted', 5, true)`,
+      [jobId],
+    );
+    // A completed and a cancelled job of two days ago are no longer counted.
+    const old = await insertJob(db.pool, { status: 'completed', updatedAgoMs: 2 * 86_400_000 });
+    await db.pool.query(`update jobs set completed_at = now() - interval '2 days' where id = $1`, [old]);
+    await insertJob(db.pool, { status: 'cancelled', updatedAgoMs: 2 * 86_400_000 });
+    const counts = await db.pool.query<{ status: string; n: number }>(
+      `select status, count(*)::int as n from jobs
+       where status in ('pending', 'running', 'dead') or coalesce(completed_at, updated_at) > now() - interval '1 day' group by status`,
+    );
+    const want = Object.fromEntries(counts.rows.map((r) => [r.status, r.n]));
     const hour = await call(api.url, 'GET', '/v1/stats', { token: viewer });
     expect(hour.status).toBe(200);
-    for (const r of counts.rows) expect(hour.body.queue[r.status]).toBe(r.n);
+    expect(hour.body.queue).toEqual({
+      pending: want.pending ?? 0,
+      running: want.running ?? 0,
+      dead: want.dead ?? 0,
+      completed_24h: want.completed ?? 0,
+      cancelled_24h: want.cancelled ?? 0,
+    });
+    expect(hour.body.queue.pending).toBeGreaterThan(0);
     expect(hour.body.oldest_due.age_seconds).toBeGreaterThanOrEqual(89);
-    expect(hour.body.deliveries).toMatchObject({ window: '1h', bucket_seconds: 60, total: 3, failed: 2 });
-    expect(hour.body.deliveries.failure_rate).toBeCloseTo(2 / 3);
-    expect(hour.body.deliveries.buckets.reduce((n: number, b: { ok: number }) => n + b.ok, 0)).toBe(1);
+    expect(hour.body.deliveries).toMatchObject({ window: '1h', bucket_seconds: 60, total: 4, failed: 2 });
+    expect(hour.body.deliveries.failure_rate).toBeCloseTo(2 / 4);
+    expect(hour.body.deliveries.buckets.reduce((n: number, b: { ok: number }) => n + b.ok, 0)).toBe(2);
     const day = await call(api.url, 'GET', '/v1/stats?window=24h', { token: viewer });
-    expect(day.body.deliveries).toMatchObject({ window: '24h', bucket_seconds: 900, total: 4, failed: 2 });
+    expect(day.body.deliveries).toMatchObject({ window: '24h', bucket_seconds: 900, total: 5, failed: 2 });
+    // Buckets start on their boundary: 15-minute ones at :00, :15, :30, :45.
+    for (const b of day.body.deliveries.buckets) expect(new Date(b.at).getTime() % 900_000).toBe(0);
     const bad = await call(api.url, 'GET', '/v1/stats?window=7d', { token: viewer });
     expect(bad.status).toBe(400);
     expect(bad.body.error.message).toBe('window: expected 1h or 24h');

@@ -6,7 +6,13 @@ import { DeliveriesChart } from '../chart.js';
 import { duration, ErrorNote, Time } from '../ui.js';
 import { EndpointsTable, byCircuit } from './endpoints.js';
 
-const STATUSES = ['pending', 'running', 'completed', 'dead', 'cancelled'];
+const CARDS: Array<[key: string, status: string, label: string]> = [
+  ['pending', 'pending', 'pending'],
+  ['running', 'running', 'running'],
+  ['dead', 'dead', 'dead'],
+  ['completed_24h', 'completed', 'completed (24 h)'],
+  ['cancelled_24h', 'cancelled', 'cancelled (24 h)'],
+];
 
 export function OverviewPage({ admin }: { admin: boolean }): VNode {
   const [hour, setHour] = useState<Stats | null>(null);
@@ -59,11 +65,11 @@ export function OverviewPage({ admin }: { admin: boolean }): VNode {
         ? html`<section aria-labelledby="queue-h">
             <h2 id="queue-h">Queue</h2>
             <dl class="cards">
-              ${STATUSES.map(
-                (s) =>
+              ${CARDS.map(
+                ([key, status, label]) =>
                   html`<div class="card">
-                    <dt><a href=${`#/jobs?status=${s}`}>${s}</a></dt>
-                    <dd>${(hour.queue[s] ?? 0).toLocaleString()}</dd>
+                    <dt><a href=${`#/jobs?status=${status}`}>${label}</a></dt>
+                    <dd>${(hour.queue[key] ?? 0).toLocaleString()}</dd>
                   </div>`,
               )}
               <div class="card">
