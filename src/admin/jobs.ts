@@ -23,6 +23,8 @@ export async function listJobs(db: Queryable, f: JobFilter = {}): Promise<{ item
   if (f.topic !== undefined) add((p) => `payload->>'topic' = ${p}`, requireText(f.topic, 'topic'));
   if (f.endpoint !== undefined) add((p) => `endpoint = ${p}`, requireText(f.endpoint, 'endpoint'));
   if (f.event_id !== undefined) add((p) => `event_id = ${p}::uuid`, requireUuid(f.event_id, 'event_id'));
+  if (f.created_after !== undefined) add((p) => `created_at >= ${p}`, f.created_after);
+  if (f.created_before !== undefined) add((p) => `created_at < ${p}`, f.created_before);
   if (f.cursor !== undefined) {
     const [us, id] = decodeCursor(f.cursor, CURSOR_SHAPE);
     values.push(us, id);

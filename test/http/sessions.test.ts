@@ -282,3 +282,26 @@ describe('GET /v1/stats', () => {
     expect((await call(api.url, 'GET', '/v1/stats', { token: service })).status).toBe(403);
   });
 });
+
+describe('GET /v1/jobs created_after / created_before', () => {
+  it('keeps the jobs created in the range, each end an instant or a duration ago, and names a malformed one', async () => {
+    const topic = 'range.test';
+    const old = await insertJob(db.pool, { status: 'completed', topic, createdAgoMs: 3 * 3_600_000 });
+    const mid = await insertJob(db.pool, { status: 'completed', topic, createdAgoMs: 90 * 60_000 });
+    const recent = await insertJob(db.pool, { status: 'completed', topic, createdAgoMs: 60_000 });
+    const ids = async (q: string): Promise<string[]> => {
+      const res = await call(api.url, 'GET', `/v1/jobs?topic=${topic}${q}`, { token: viewer });
+      expect(res.status).toBe(200);
+      return res.body.items.map((j: { id: string }) => j.id);
+    };
+    expect(await ids('')).toEqual([recent, mid, old]);
+    expect(await ids('&created_after=2h')).toEqual([recent, mid]);
+    expect(await ids('&created_before=1h')).toEqual([mid, old]);
+    expect(await ids('&created_after=2h&created_before=1h')).toEqual([mid]);
+    const at = new Date(Date.now() - 2 * 3_600_000).toISOString();
+    expect(await ids(`&created_after=${at}`)).toEqual([recent, mid]);
+    const bad = await call(api.url, 'GET', '/v1/jobs?created_after=yesterday', { token: viewer });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.message).toBe('created_after: expected an RFC 3339 time or a duration like "1h"');
+  });
+});

@@ -6,7 +6,7 @@ import { ErrorNote, MoreButton, navigate, Status, Table, Time, useAction, usePag
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const STATUSES = ['pending', 'running', 'completed', 'dead', 'cancelled'];
-const FILTERS = ['status', 'topic', 'endpoint', 'event_id'] as const;
+const FILTERS = ['status', 'topic', 'endpoint', 'event_id', 'created_after', 'created_before'] as const;
 
 export function JobRows({ items, loaded, actions }: { items: Job[]; loaded: boolean; actions?: (j: Job) => VNode }): VNode {
   const head = ['Job', 'Status', 'Topic', 'Endpoint', 'Attempts', 'Created', 'Run at / finished', 'Last error'];
@@ -103,6 +103,29 @@ export function JobsPage({ query }: { query: URLSearchParams }): VNode {
         <label for="f-event">Event id</label>
         <input id="f-event" name="event_id" value=${filter.event_id} class="mono" aria-invalid=${bad === 'event_id'} />
       </div>
+      <div>
+        <label for="f-after">Created after</label>
+        <input
+          id="f-after"
+          name="created_after"
+          value=${filter.created_after}
+          placeholder="1h or 2026-12-01T08:00:00Z"
+          aria-describedby="f-time-help"
+          aria-invalid=${bad === 'created_after'}
+        />
+      </div>
+      <div>
+        <label for="f-before">Created before</label>
+        <input
+          id="f-before"
+          name="created_before"
+          value=${filter.created_before}
+          placeholder="30m or an RFC 3339 time"
+          aria-describedby="f-time-help"
+          aria-invalid=${bad === 'created_before'}
+        />
+      </div>
+      <p id="f-time-help" class="muted small">Times: a duration ago (<code>1h</code>, <code>30m</code>) or an RFC 3339 instant.</p>
       <div class="buttons">
         <button type="submit" class="primary">Apply</button>
         <a href="#/jobs" class="button">Clear</a>
