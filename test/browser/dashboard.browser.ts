@@ -44,6 +44,29 @@ const problems: string[] = [];
 const outside: string[] = [];
 let failing = true;
 
+/** Run in the page: what it finds against the WCAG basics axe-core checks first. */
+const A11Y_CHECKS = `(() => {
+  const out = [];
+  const text = (el) => (el.getAttribute('aria-label') || el.textContent || el.getAttribute('title') || '').trim();
+  const show = (el) => el.outerHTML.slice(0, 100);
+  for (const el of document.querySelectorAll('input, select, textarea'))
+    if (el.type !== 'hidden' && !(el.labels && el.labels.length) && !el.getAttribute('aria-label')) out.push('unlabelled ' + show(el));
+  for (const el of document.querySelectorAll('button, a[href]')) if (!text(el)) out.push('no name ' + show(el));
+  for (const el of document.querySelectorAll('[tabindex]')) if (Number(el.getAttribute('tabindex')) > 0) out.push('tabindex > 0 ' + show(el));
+  for (const el of document.querySelectorAll('[aria-labelledby], [aria-describedby]'))
+    for (const id of ((el.getAttribute('aria-labelledby') || '') + ' ' + (el.getAttribute('aria-describedby') || '')).split(' ').filter(Boolean))
+      if (!document.getElementById(id)) out.push('refers to missing #' + id);
+  const ids = [...document.querySelectorAll('[id]')].map((e) => e.id);
+  for (const id of new Set(ids.filter((id, i) => ids.indexOf(id) !== i))) out.push('duplicate id ' + id);
+  if (!document.documentElement.lang) out.push('no lang');
+  if (!document.title) out.push('no title');
+  if (document.querySelectorAll('main').length !== 1) out.push('main: ' + document.querySelectorAll('main').length);
+  if (document.querySelectorAll('header').length !== 1) out.push('banner: ' + document.querySelectorAll('header').length);
+  if (document.querySelectorAll('h1').length !== 1) out.push('h1: ' + document.querySelectorAll('h1').length);
+  for (const el of document.querySelectorAll('nav')) if (!el.getAttribute('aria-label')) out.push('unnamed nav');
+  return out;
+})()`;
+
 async function newPage(c: BrowserContext): Promise<Page> {
   const p = await c.newPage();
   p.on('pageerror', (err) => problems.push(`pageerror: ${err.message}`));
@@ -325,6 +348,19 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     await page.keyboard.press('Tab');
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'Jobs' }).waitFor();
+  });
+
+  it('every page has its landmarks, one h1, labelled controls, named buttons and links, and unique ids', async () => {
+    // axe-core is not among the dependencies: these are the checks of its rules that the pages could break.
+    const jobId = (await db.pool.query(`select id from jobs order by created_at desc limit 1`)).rows[0].id as string;
+    for (const hash of ['#/', '#/jobs', `#/jobs/${jobId}`, '#/dead', '#/endpoints', '#/alerts']) {
+      await page.goto(`${base}/${hash}`);
+      await page.getByRole('heading', { level: 1 }).waitFor();
+      await page.waitForLoadState('networkidle').catch(() => undefined);
+      const found = await page.evaluate<string[]>(A11Y_CHECKS);
+      expect({ hash, found }).toEqual({ hash, found: [] });
+    }
+    await page.goto(`${base}/#/`);
   });
 
   it('every page at both widths, with no console error and no request leaving the server', async () => {
