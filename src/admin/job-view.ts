@@ -42,6 +42,9 @@ export interface JobFilter {
   topic?: string | undefined;
   endpoint?: string | undefined;
   event_id?: string | undefined;
+  /** Created at or after / before these instants. */
+  created_after?: Date | undefined;
+  created_before?: Date | undefined;
   /** Default 50, at most 500. */
   limit?: number | undefined;
   cursor?: string | undefined;

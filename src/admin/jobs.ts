@@ -23,6 +23,8 @@ export async function listJobs(db: Queryable, f: JobFilter = {}): Promise<{ item
   if (f.topic !== undefined) add((p) => `payload->>'topic' = ${p}`, requireText(f.topic, 'topic'));
   if (f.endpoint !== undefined) add((p) => `endpoint = ${p}`, requireText(f.endpoint, 'endpoint'));
   if (f.event_id !== undefined) add((p) => `event_id = ${p}::uuid`, requireUuid(f.event_id, 'event_id'));
+  if (f.created_after !== undefined) add((p) => `created_at >= ${p}`, f.created_after);
+  if (f.created_before !== undefined) add((p) => `created_at < ${p}`, f.created_before);
   if (f.cursor !== undefined) {
     const [us, id] = decodeCursor(f.cursor, CURSOR_SHAPE);
     values.push(us, id);
@@ -44,10 +46,10 @@ export async function listJobs(db: Queryable, f: JobFilter = {}): Promise<{ item
   };
 }
 
-/** One job with its HTTP attempts, oldest first; null when there is no such job. */
-export async function getJob(db: Queryable, id: string): Promise<(JobView & { deliveries: AttemptView[] }) | null> {
+/** One job with its payload and its HTTP attempts, oldest first; null when there is no such job. */
+export async function getJob(db: Queryable, id: string): Promise<(JobView & { payload: unknown; deliveries: AttemptView[] }) | null> {
   const jobId = requireUuid(id, 'id');
-  const job = await db.query<JobRow>(`select ${JOB_COLUMNS} from jobs where id = $1`, [jobId]);
+  const job = await db.query<JobRow & { payload: unknown }>(`select ${JOB_COLUMNS}, payload from jobs where id = $1`, [jobId]);
   const row = job.rows[0];
   if (!row) return null;
   const att = await db.query<Omit<AttemptView, 'created_at'> & { created_at: Date }>(
@@ -55,5 +57,5 @@ export async function getJob(db: Queryable, id: string): Promise<(JobView & { de
      from webhook_attempts where job_id = $1 order by created_at, id`,
     [jobId],
   );
-  return { ...toJobView(row), deliveries: att.rows.map((a) => ({ ...a, created_at: a.created_at.toISOString() })) };
+  return { ...toJobView(row), payload: row.payload, deliveries: att.rows.map((a) => ({ ...a, created_at: a.created_at.toISOString() })) };
 }

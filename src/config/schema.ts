@@ -186,6 +186,10 @@ export const configSchema = strict({
   server: strict({
     listen: listen().default('127.0.0.1:8080').describe('HOST:PORT of the HTTP API'),
     max_body: size().prefault('1mb').describe('largest request body'),
+    public_url: httpUrl({ optional: true })
+      .default('')
+      .describe('the URL users open (behind a proxy); https: the session cookie is Secure; empty: the listen address'),
+    session_ttl: duration({ positive: true }).prefault('12h').describe('how long a dashboard sign-in lasts'),
     auth: withRule(
       strict({
         users: list(user)

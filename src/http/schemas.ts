@@ -97,6 +97,9 @@ const since = z
     return z.NEVER;
   });
 
+/** `GET /v1/jobs`: created in a time range as well (the dashboard's filter), each end an instant or a duration ago. */
+export const jobsListQuery = jobsQuery.extend({ created_after: since.optional(), created_before: since.optional() });
+
 export const redriveBody = z.strictObject({
   // Optional: dead is the only status a redrive takes, so it is the default.
   status: z.literal('dead', { error: 'expected "dead" (only dead jobs can be redriven)' }).default('dead'),

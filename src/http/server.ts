@@ -8,12 +8,15 @@ import { installGracefulClose } from './shutdown.js';
 import { ApiError } from '../errors.js';
 import { mapError } from './errors.js';
 import { alertRoutes, OpenStreams } from './routes/alerts.js';
+import { dashboardRoutes } from './routes/dashboard.js';
 import { endpointRoutes } from './routes/endpoints.js';
 import { healthRoutes } from './routes/health.js';
 import { jobRoutes } from './routes/jobs.js';
 import { notificationRoutes } from './routes/notifications.js';
 import { notifyRoutes } from './routes/notify.js';
 import { replayRoutes } from './routes/replay.js';
+import { sessionRoutes, Sessions } from './routes/sessions.js';
+import { statsRoutes } from './routes/stats.js';
 
 /** How long a shutdown waits for in-flight requests before closing their connections. */
 const CLOSE_GRACE_MS = 10_000;
@@ -75,9 +78,11 @@ export async function createHttpServer(svc: Service, opts: HttpServerOptions): P
   // Open event streams would hold close() forever: they end first, then in-flight requests get their grace.
   installGracefulClose(app, { before: () => streams.closeAll(), graceMs: CLOSE_GRACE_MS });
   // Asked for on the first authenticated request: a worker's health-only server opens no LISTEN for it.
-  installAuth(app, { authenticate: (token) => svc.tokenCache().authenticate(token) });
+  // The dashboard's session cookie is accepted by `serve` only; a worker's health server has no users.
+  const sessions = opts.mode === 'serve' ? new Sessions(svc) : undefined;
+  installAuth(app, { authenticate: (token) => svc.tokenCache().authenticate(token) }, sessions);
   healthRoutes(app, svc);
-  if (opts.mode === 'serve') {
+  if (sessions) {
     const hub = new AlertHub({ url: svc.db.url, channel: svc.channels.alerts, log: svc.log });
     notifyRoutes(app, svc);
     jobRoutes(app, svc);
@@ -85,6 +90,9 @@ export async function createHttpServer(svc: Service, opts: HttpServerOptions): P
     replayRoutes(app, svc);
     notificationRoutes(app, svc);
     alertRoutes(app, svc, hub, streams);
+    statsRoutes(app, svc);
+    sessionRoutes(app, svc, sessions);
+    dashboardRoutes(app);
     // LISTEN before the first client can connect, so no wake-up is lost.
     app.addHook('onReady', async () => hub.start());
     app.addHook('onClose', async () => hub.close());

@@ -114,8 +114,8 @@ beforeAll(() => {
   // dist/ and not the one the other test files run.
   proj = join(dir, 'proj');
   mkdirSync(proj);
-  for (const f of ['package.json', 'tsconfig.json', 'tsconfig.build.json']) cpSync(join(ROOT, f), join(proj, f));
-  for (const d of ['src', 'bin', 'migrations']) cpSync(join(ROOT, d), join(proj, d), { recursive: true });
+  for (const f of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'vite.config.ts']) cpSync(join(ROOT, f), join(proj, f));
+  for (const d of ['src', 'bin', 'migrations', 'dashboard']) cpSync(join(ROOT, d), join(proj, d), { recursive: true });
   symlinkSync(join(ROOT, 'node_modules'), join(proj, 'node_modules'));
   dataDir = join(dir, 'data');
   cfg = join(dir, 'config.yaml');

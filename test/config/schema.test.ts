@@ -30,7 +30,13 @@ describe('defaults', () => {
   test('an empty config yields every default of spec §2', () => {
     expect(parseConfig({})).toEqual({
       database: { url: '', data_dir: '.acw', pool_size: 10, migrate: true, schema: 'public' },
-      server: { listen: '127.0.0.1:8080', max_body: 1_048_576, auth: { users: [{ name: 'ops', role: 'admin', token: '' }] } },
+      server: {
+        listen: '127.0.0.1:8080',
+        max_body: 1_048_576,
+        public_url: '',
+        session_ttl: 43_200_000,
+        auth: { users: [{ name: 'ops', role: 'admin', token: '' }] },
+      },
       log: { level: 'info' },
       jobs: {
         enabled: true,
@@ -120,6 +126,8 @@ describe('field messages', () => {
       'log.level: expected one of "fatal", "error", "warn", "info", "debug", "trace", "silent", got "verbose"',
     ],
     [{ server: { max_body: '1 mb' } }, 'server.max_body: expected a size like "1mb", got "1 mb"'],
+    [{ server: { public_url: 'acw.example.com' } }, 'server.public_url: expected an http:// or https:// URL, got "acw.example.com"'],
+    [{ server: { session_ttl: '0s' } }, 'server.session_ttl: must be longer than 0, got "0s"'],
     [
       { server: { listen: 'localhost:99999' } },
       'server.listen: expected HOST:PORT like "127.0.0.1:8080" (port 0-65535), got "localhost:99999"',

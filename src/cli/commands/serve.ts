@@ -37,7 +37,16 @@ async function serveUntilStopped(mode: 'serve' | 'worker', config: Config, liste
   try {
     app = await createHttpServer(svc, { mode });
     const bound = await listenHttp(app, listen);
-    log.info({ event: 'service.listening', mode, address: bound.url }, `acw-webhooks ${mode} listening on ${bound.url}`);
+    if (mode === 'serve') {
+      // The dashboard is where users go: the URL they reach us at (a proxy's), else our own.
+      const dashboard = config.server.public_url || `${bound.url}/`;
+      log.info(
+        { event: 'service.listening', mode, address: bound.url, dashboard },
+        `acw-webhooks serve listening on ${bound.url}; dashboard at ${dashboard}`,
+      );
+    } else {
+      log.info({ event: 'service.listening', mode, address: bound.url }, `acw-webhooks ${mode} listening on ${bound.url}`);
+    }
   } catch (err) {
     await app?.close().catch(() => undefined);
     await svc.stop();

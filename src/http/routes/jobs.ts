@@ -3,13 +3,13 @@ import { cancelJob, getJob, listJobs, redriveJobs, retryJob } from '../../admin/
 import type { Service } from '../../service.js';
 import { ADMIN, principalOf, READ } from '../auth.js';
 import { ApiError } from '../../errors.js';
-import { emptyBody, jobIdParams, jobsQuery, parse, redriveBody } from '../schemas.js';
+import { emptyBody, jobIdParams, jobsListQuery, parse, redriveBody } from '../schemas.js';
 
 /** Jobs: list, show, and the operator actions retry, cancel and redrive (each audited). */
 export function jobRoutes(app: FastifyInstance, svc: Service): void {
   const pool = svc.db.pool;
 
-  app.get('/v1/jobs', { config: { roles: READ } }, async (req) => listJobs(pool, parse(jobsQuery, req.query, 'query')));
+  app.get('/v1/jobs', { config: { roles: READ } }, async (req) => listJobs(pool, parse(jobsListQuery, req.query, 'query')));
 
   app.get('/v1/jobs/:id', { config: { roles: READ } }, async (req) => {
     const { id } = parse(jobIdParams, req.params, 'params');

@@ -1,0 +1,116 @@
+import { html } from 'htm/preact';
+import type { VNode } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { api, type Endpoint } from '../api.js';
+import { ErrorNote, Status, Table, Time, useAction } from '../ui.js';
+
+const RANK: Record<string, number> = { open: 0, half_open: 1, closed: 2 };
+
+/** Endpoints that are not delivering first: open circuits, then half-open, then paused, then by name. */
+export function byCircuit(items: Endpoint[]): Endpoint[] {
+  return items.toSorted(
+    (a, b) =>
+      (RANK[a.circuit.state] ?? 0) - (RANK[b.circuit.state] ?? 0) || Number(b.paused) - Number(a.paused) || a.name.localeCompare(b.name),
+  );
+}
+
+const pct = (x: number | null): string => (x === null ? '—' : `${(100 * x).toFixed(1)}%`);
+const ms = (x: number | null): string => (x === null ? '—' : `${Math.round(x)} ms`);
+
+export function EndpointsTable({ items, admin, onChange }: { items: Endpoint[]; admin: boolean; onChange: () => void }): VNode {
+  const [run, note, busy] = useAction();
+  const act = (e: Endpoint, what: 'pause' | 'resume' | 'test'): void => {
+    void run(async () => {
+      await api('POST', `v1/endpoints/${encodeURIComponent(e.name)}/${what}`);
+      onChange();
+      return what === 'test' ? `A webhook.test event is on its way to ${e.name}.` : `${e.name} ${what === 'pause' ? 'paused' : 'resumed'}.`;
+    });
+  };
+  const head = ['Endpoint', 'Circuit', 'Success', 'p50 / p99', 'In flight', 'Held', 'Last error', 'Topics'];
+  return html`${note}
+    <${Table} label="Endpoints" head=${admin ? [...head, 'Actions'] : head}>
+      ${items.map(
+        (e) =>
+          html`<tr>
+            <th scope="row">
+              <span class="name">${e.name}</span>
+              <div class="muted small">${e.url}</div>
+            </th>
+            <td>
+              <${Status} status=${e.paused ? 'paused' : e.circuit.state} />
+              ${e.paused && e.paused_by ? html`<div class="muted small">by ${e.paused_by}</div>` : null}
+              ${
+                !e.paused && e.circuit.state !== 'closed' && e.circuit.next_probe_at
+                  ? html`<div class="small">next probe <${Time} iso=${e.circuit.next_probe_at} /></div>`
+                  : null
+              }
+            </td>
+            <td>
+              ${pct(e.success_rate)}
+              <div class="muted small">${e.attempts} in ${e.window_minutes} min</div>
+            </td>
+            <td>${ms(e.p50_duration_ms)} / ${ms(e.p99_duration_ms)}</td>
+            <td>${e.in_flight ?? '—'}</td>
+            <td>${e.held_jobs}</td>
+            <td class="err">
+              ${
+                e.last_error
+                  ? html`${e.last_error}
+                      <div class="small"><${Time} iso=${e.last_error_at} /></div>`
+                  : html`<span class="muted">none</span>`
+              }
+            </td>
+            <td>
+              ${e.topics.length ? e.topics.map((t) => html`<code class="topic">${t}</code> `) : html`<span class="muted">none</span>`}
+            </td>
+            ${
+              admin
+                ? html`<td class="actions">
+                    ${
+                      e.paused
+                        ? html`<button type="button" disabled=${busy} onClick=${() => act(e, 'resume')} aria-label=${`Resume ${e.name}`}>
+                            Resume
+                          </button>`
+                        : html`<button type="button" disabled=${busy} onClick=${() => act(e, 'pause')} aria-label=${`Pause ${e.name}`}>
+                            Pause
+                          </button>`
+                    }
+                    <button
+                      type="button"
+                      disabled=${busy || e.paused}
+                      onClick=${() => act(e, 'test')}
+                      aria-label=${`Send a test event to ${e.name}`}
+                    >
+                      Test
+                    </button>
+                  </td>`
+                : null
+            }
+          </tr>`,
+      )}
+    <//>`;
+}
+
+export function EndpointsPage({ admin }: { admin: boolean }): VNode {
+  const [items, setItems] = useState<Endpoint[] | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const load = (): void => {
+    api<{ items: Endpoint[] }>('GET', 'v1/endpoints')
+      .then((r) => {
+        setItems(byCircuit(r.items));
+        setError(null);
+      })
+      .catch(setError);
+  };
+  useEffect(() => {
+    load();
+    const t = setInterval(load, 10_000);
+    return () => clearInterval(t);
+  }, []);
+  return html`<h1>Endpoints</h1>
+    <p class="muted">
+      Endpoints come from the configuration (<code>notify.webhook.endpoints</code>). Success rate and durations cover the last window shown.
+    </p>
+    <${ErrorNote} error=${error} />
+    ${items ? html`<${EndpointsTable} items=${items} admin=${admin} onChange=${load} />` : error ? null : html`<p role="status">Loading…</p>`}`;
+}

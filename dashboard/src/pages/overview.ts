@@ -1,0 +1,108 @@
+import { html } from 'htm/preact';
+import type { VNode } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { api, type Endpoint, type Stats } from '../api.js';
+import { DeliveriesChart } from '../chart.js';
+import { duration, ErrorNote, Time } from '../ui.js';
+import { EndpointsTable, byCircuit } from './endpoints.js';
+
+const CARDS: Array<[key: string, status: string, label: string]> = [
+  ['pending', 'pending', 'pending'],
+  ['running', 'running', 'running'],
+  ['dead', 'dead', 'dead'],
+  ['completed_24h', 'completed', 'completed (24 h)'],
+  ['cancelled_24h', 'cancelled', 'cancelled (24 h)'],
+];
+
+export function OverviewPage({ admin }: { admin: boolean }): VNode {
+  const [hour, setHour] = useState<Stats | null>(null);
+  const [day, setDay] = useState<Stats | null>(null);
+  const [endpoints, setEndpoints] = useState<Endpoint[] | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const load = (): void => {
+    Promise.all([
+      api<Stats>('GET', 'v1/stats?window=1h'),
+      api<Stats>('GET', 'v1/stats?window=24h'),
+      api<{ items: Endpoint[] }>('GET', 'v1/endpoints'),
+    ])
+      .then(([h, d, e]) => {
+        setHour(h);
+        setDay(d);
+        setEndpoints(byCircuit(e.items));
+        setError(null);
+      })
+      .catch(setError);
+  };
+  useEffect(() => {
+    load();
+    const t = setInterval(load, 15_000);
+    return () => clearInterval(t);
+  }, []);
+  const open = endpoints?.filter((e) => e.circuit.state !== 'closed' || e.paused) ?? [];
+  return html`<h1>Overview</h1>
+    <${ErrorNote} error=${error} />
+    ${
+      open.length > 0
+        ? html`<section aria-labelledby="open-h" class="warn-box">
+            <h2 id="open-h">Endpoints not delivering</h2>
+            <ul>
+              ${open.map(
+                (e) =>
+                  html`<li>
+                    <a href="#/endpoints"><strong>${e.name}</strong></a
+                    >: ${e.paused ? 'paused' : `circuit ${e.circuit.state.replace('_', '-')}`}, ${e.held_jobs} held
+                    job${e.held_jobs === 1 ? '' : 's'}${
+                      e.circuit.next_probe_at ? html`, next probe <${Time} iso=${e.circuit.next_probe_at} />` : null
+                    }
+                  </li>`,
+              )}
+            </ul>
+          </section>`
+        : null
+    }
+    ${
+      hour
+        ? html`<section aria-labelledby="queue-h">
+            <h2 id="queue-h">Queue</h2>
+            <dl class="cards">
+              ${CARDS.map(
+                ([key, status, label]) =>
+                  html`<div class="card">
+                    <dt><a href=${`#/jobs?status=${status}`}>${label}</a></dt>
+                    <dd>${(hour.queue[key] ?? 0).toLocaleString()}</dd>
+                  </div>`,
+              )}
+              <div class="card">
+                <dt>Oldest due job</dt>
+                <dd>
+                  ${hour.oldest_due ? html`<span title=${hour.oldest_due.run_at}>${duration(hour.oldest_due.age_seconds)}</span>` : 'none'}
+                </dd>
+              </div>
+            </dl>
+          </section>`
+        : html`<p role="status">Loading…</p>`
+    }
+    ${
+      hour && day
+        ? html`<section aria-labelledby="del-h">
+            <h2 id="del-h">Deliveries</h2>
+            <p>
+              Last hour: ${hour.deliveries.total.toLocaleString()} attempts, ${(100 * hour.deliveries.failure_rate).toFixed(1)}% failed.
+              Last 24 h: ${day.deliveries.total.toLocaleString()} attempts, ${(100 * day.deliveries.failure_rate).toFixed(1)}% failed.
+            </p>
+            <div class="charts">
+              <${DeliveriesChart} stats=${hour} label="Last hour (per minute)" />
+              <${DeliveriesChart} stats=${day} label="Last 24 hours (15-minute buckets)" />
+            </div>
+          </section>`
+        : null
+    }
+    ${
+      endpoints
+        ? html`<section aria-labelledby="ep-h">
+            <h2 id="ep-h">Endpoints</h2>
+            <${EndpointsTable} items=${endpoints} admin=${admin} onChange=${load} />
+          </section>`
+        : null
+    }`;
+}

@@ -1,0 +1,418 @@
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { waitFor } from '../helpers/logs.js';
+import { startProc, type Proc } from '../helpers/procs.js';
+import { startReceiver, type Receiver } from '../helpers/receiver.js';
+
+/**
+ * The dashboard in Debian's Chromium against a real `acw-webhooks serve`, real PostgreSQL and a
+ * real receiver (docs/operations.md#dashboard). Without /usr/bin/chromium the file skips with a
+ * notice, unless ACW_REQUIRE_BROWSER=1 (CI) makes that a failure. Screenshots of every page at
+ * 1280 and 390 px go to test/browser/artifacts/ (git-ignored).
+ */
+
+const CHROMIUM = process.env.ACW_CHROMIUM ?? '/usr/bin/chromium';
+const REQUIRED = process.env.ACW_REQUIRE_BROWSER === '1';
+const HAVE = existsSync(CHROMIUM);
+if (!HAVE && REQUIRED) throw new Error(`ACW_REQUIRE_BROWSER=1 but there is no Chromium at ${CHROMIUM} (apt-get install -y chromium)`);
+if (!HAVE) console.warn(`[browser tests] skipped: no Chromium at ${CHROMIUM} (install the Debian chromium package to run them)`);
+
+const BIN = fileURLToPath(new URL('../../bin/acw-webhooks.js', import.meta.url));
+const SHOTS = fileURLToPath(new URL('./artifacts/', import.meta.url));
+const TOKENS = {
+  admin: 'acw_browser_admin_0123456789abcdefghijklmnopqrstuv',
+  viewer: 'acw_browser_viewer_0123456789abcdefghijklmnopqrstu',
+  service: 'acw_browser_service_0123456789abcdefghijklmnopqrs',
+};
+
+let db: TestDatabase;
+let rx: Receiver;
+let serve: Proc;
+let base: string;
+let listening: { address: string; dashboard: string; msg: string };
+let browser: Browser;
+let ctx: BrowserContext;
+let page: Page;
+let tmp: string;
+let cfg: string;
+/** While the test restarts `serve` on purpose, the browser's refused connections are expected. */
+let outage = false;
+/** Console errors and page errors, and requests to anywhere but the server: all must stay empty. */
+const problems: string[] = [];
+const outside: string[] = [];
+let failing = true;
+
+/** Run in the page: what it finds against the WCAG basics axe-core checks first. */
+const A11Y_CHECKS = `(() => {
+  const out = [];
+  const text = (el) => (el.getAttribute('aria-label') || el.textContent || el.getAttribute('title') || '').trim();
+  const show = (el) => el.outerHTML.slice(0, 100);
+  for (const el of document.querySelectorAll('input, select, textarea'))
+    if (el.type !== 'hidden' && !(el.labels && el.labels.length) && !el.getAttribute('aria-label')) out.push('unlabelled ' + show(el));
+  for (const el of document.querySelectorAll('button, a[href]')) if (!text(el)) out.push('no name ' + show(el));
+  for (const el of document.querySelectorAll('[tabindex]')) if (Number(el.getAttribute('tabindex')) > 0) out.push('tabindex > 0 ' + show(el));
+  for (const el of document.querySelectorAll('[aria-labelledby], [aria-describedby]'))
+    for (const id of ((el.getAttribute('aria-labelledby') || '') + ' ' + (el.getAttribute('aria-describedby') || '')).split(' ').filter(Boolean))
+      if (!document.getElementById(id)) out.push('refers to missing #' + id);
+  const ids = [...document.querySelectorAll('[id]')].map((e) => e.id);
+  for (const id of new Set(ids.filter((id, i) => ids.indexOf(id) !== i))) out.push('duplicate id ' + id);
+  if (!document.documentElement.lang) out.push('no lang');
+  if (!document.title) out.push('no title');
+  if (document.querySelectorAll('main').length !== 1) out.push('main: ' + document.querySelectorAll('main').length);
+  if (document.querySelectorAll('header').length !== 1) out.push('banner: ' + document.querySelectorAll('header').length);
+  if (document.querySelectorAll('h1').length !== 1) out.push('h1: ' + document.querySelectorAll('h1').length);
+  for (const el of document.querySelectorAll('nav')) if (!el.getAttribute('aria-label')) out.push('unnamed nav');
+  return out;
+})()`;
+
+async function newPage(c: BrowserContext): Promise<Page> {
+  const p = await c.newPage();
+  p.on('pageerror', (err) => problems.push(`pageerror: ${err.message}`));
+  p.on('console', (m) => {
+    // The browser reports an answered 400/401/403 (a bad filter, a wrong token, an expired session,
+    // a refused viewer) as a console error; those answers are the point of the tests that provoke them.
+    const expected =
+      /^Failed to load resource: the server responded with a status of 40[013]/.test(m.text()) || (outage && /net::ERR_/.test(m.text()));
+    if (m.type() === 'error' && !expected) {
+      problems.push(`console: ${m.text()}`);
+    }
+  });
+  return p;
+}
+
+async function shoot(name: string, p: Page = page): Promise<void> {
+  for (const width of [1280, 390]) {
+    await p.setViewportSize({ width, height: width === 390 ? 844 : 800 });
+    await p.screenshot({ path: join(SHOTS, `${name}-${width}.png`), fullPage: true });
+  }
+  await p.setViewportSize({ width: 1280, height: 800 });
+}
+
+// Answers are asserted on loosely, as in test/helpers/api.ts.
+// oxlint-disable-next-line typescript/no-explicit-any
+async function api(method: string, path: string, token: string, body?: unknown): Promise<{ status: number; body: any }> {
+  const res = await fetch(base + path, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  return { status: res.status, body: await res.json().catch(() => null) };
+}
+
+async function notify(data: unknown): Promise<string> {
+  const r = await api('POST', '/v1/notify', TOKENS.service, { topic: 'order.created', data });
+  expect(r.status).toBe(202);
+  return r.body.event_id as string;
+}
+
+async function jobOf(eventId: string): Promise<{ id: string; status: string }> {
+  return waitFor(async () => (await db.pool.query(`select id, status from jobs where event_id = $1`, [eventId])).rows[0], 15_000, 50);
+}
+
+async function waitStatus(eventId: string, status: string): Promise<string> {
+  return waitFor(
+    async () => {
+      const j = await jobOf(eventId);
+      return j.status === status ? j.id : undefined;
+    },
+    20_000,
+    100,
+  );
+}
+
+async function signIn(p: Page, token: string): Promise<void> {
+  await p.getByLabel('API token').fill(token);
+  await p.getByLabel('API token').press('Enter');
+  await p.getByRole('navigation', { name: 'Pages' }).waitFor();
+}
+
+describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
+  beforeAll(async () => {
+    rmSync(SHOTS, { recursive: true, force: true });
+    mkdirSync(SHOTS, { recursive: true });
+    db = await createTestDatabase();
+    rx = await startReceiver(() => ({ status: 500, body: 'receiver says no' }));
+    tmp = mkdtempSync(join(tmpdir(), 'acw-browser-'));
+    cfg = join(tmp, 'config.yaml');
+    writeFileSync(
+      cfg,
+      [
+        'server:',
+        '  listen: "127.0.0.1:0"',
+        '  auth:',
+        '    users:',
+        ...Object.entries(TOKENS).map(([role, token]) => `      - { name: ${role}-user, role: ${role}, token: "${token}" }`),
+        'log: { level: info }',
+        'jobs: { max_attempts: 2, poll_interval: 200ms, shutdown_grace: 1s, retry: { base: 50ms, max: 100ms, jitter: 0 } }',
+        'notify:',
+        `  webhook: { url: "${rx.url}/hook", secret: s3cret, topics: ["*"], circuit: { failure_threshold: 1000 } }`,
+        '',
+      ].join('\n'),
+    );
+    serve = startProc(process.execPath, [BIN, 'serve', '-c', cfg], { DATABASE_URL: db.url });
+    listening = JSON.parse(await serve.waitForLine(/service\.listening/, 30_000));
+    base = listening.address;
+
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
+    });
+    ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    // Offline: anything not addressed to the server is recorded and refused.
+    await ctx.route('**/*', (route) => {
+      const url = route.request().url();
+      if (url.startsWith(`${base}/`) || url.startsWith('data:')) return route.continue();
+      outside.push(url);
+      return route.abort();
+    });
+    page = await newPage(ctx);
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await serve?.stop();
+    await rx?.close();
+    await db?.drop();
+    if (tmp) rmSync(tmp, { recursive: true, force: true });
+    // Only a clean run's secrets may stay out of the log: the serve log is printed when a test failed.
+    if (failing && serve) console.log(serve.lines.slice(-40).join('\n'));
+  });
+
+  it('the start-up line says where the dashboard is', () => {
+    expect(listening.dashboard).toBe(`${base}/`);
+    expect(listening.msg).toBe(`acw-webhooks serve listening on ${base}; dashboard at ${base}/`);
+  });
+
+  it('a wrong token shows a clear error; the right one signs in, keeping no token in the page, a URL or storage', async () => {
+    await page.goto(`${base}/`);
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    await shoot('signin');
+    await page.getByLabel('API token').fill('acw_wrong');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toContain('unknown or has been revoked');
+    await shoot('signin-error');
+    await signIn(page, TOKENS.admin);
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    const cookies = await ctx.cookies();
+    expect(cookies.map((c) => [c.name, c.httpOnly, c.sameSite])).toEqual([['acw_session', true, 'Strict']]);
+    expect(cookies[0]!.value).not.toContain(TOKENS.admin);
+    const stored = await page.evaluate<string>('JSON.stringify({ l: { ...localStorage }, s: { ...sessionStorage }, url: location.href })');
+    expect(stored).not.toContain(TOKENS.admin);
+    expect(await page.content()).not.toContain(TOKENS.admin);
+  });
+
+  it('watches a dead letter appear live, retries it and watches it complete', async () => {
+    await page.goto(`${base}/#/alerts`);
+    await page.locator('.sse-live').waitFor();
+    const eventId = await notify({ order: 1 });
+    const row = page.locator('tr', { hasText: 'Webhook dead letter' }).first();
+    await row.waitFor({ timeout: 20_000 });
+    const jobId = await waitStatus(eventId, 'dead');
+    expect(await row.textContent()).toContain(jobId.slice(0, 8));
+    await shoot('alerts');
+
+    rx.setResponder(() => ({ status: 200, body: 'ok' }));
+    await page.getByRole('link', { name: 'Dead letters' }).click();
+    await page.getByRole('button', { name: `Retry job ${jobId.slice(0, 8)}` }).click();
+    await page.getByRole('status').filter({ hasText: 'queued again' }).waitFor();
+    await page.goto(`${base}/#/jobs/${jobId}`);
+    await page.locator('.badge.s-completed').waitFor({ timeout: 20_000 });
+    expect(await page.locator('pre.payload').textContent()).toContain('"order": 1');
+    await expect.poll(() => page.getByRole('region', { name: 'Attempts' }).locator('tbody tr').count()).toBe(3);
+    await shoot('job');
+  });
+
+  it('redrives dead letters in bulk after showing the dry-run count', async () => {
+    rx.setResponder(() => ({ status: 500 }));
+    const events = [await notify({ bulk: 1 }), await notify({ bulk: 2 }), await notify({ bulk: 3 })];
+    for (const e of events) await waitStatus(e, 'dead');
+    rx.setResponder(() => ({ status: 200 }));
+    await page.goto(`${base}/#/dead`);
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await expect.poll(() => page.getByRole('button', { name: /^Retry job/ }).count()).toBe(3);
+    await shoot('dead');
+    await page.getByLabel('Topic').fill('order.created');
+    await page.getByRole('button', { name: 'Count matching' }).click();
+    const confirm = page.getByRole('alertdialog');
+    await confirm.waitFor();
+    expect(await confirm.textContent()).toContain('3 dead jobs match');
+    // Nothing moved before the confirmation.
+    expect((await db.pool.query(`select count(*)::int as n from jobs where status = 'dead'`)).rows[0].n).toBe(3);
+    await shoot('dead-confirm');
+    await confirm.getByRole('button', { name: 'Re-queue 3' }).click();
+    await page.getByRole('status').filter({ hasText: '3 dead jobs re-queued' }).waitFor();
+    for (const e of events) await waitStatus(e, 'completed');
+  });
+
+  it('finds a job by event id, and says what is wrong with a malformed one or a bad filter', async () => {
+    const eventId = await notify({ find: 'me' });
+    const jobId = await waitStatus(eventId, 'completed');
+    await page.goto(`${base}/#/jobs`);
+    await page.getByLabel('Job id or event id').fill('not-a-uuid');
+    await page.getByRole('button', { name: 'Find' }).click();
+    await page.getByRole('alert').filter({ hasText: 'Enter a job id or an event id' }).waitFor();
+    await page.getByLabel('Job id or event id').fill(eventId);
+    await page.getByRole('button', { name: 'Find' }).click();
+    await page.waitForURL(`${base}/#/jobs/${jobId}`);
+    await page.getByText(eventId, { exact: true }).waitFor();
+    expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe(`Job ${jobId}`);
+    await page.goto(`${base}/#/jobs?topic=Bad%20Topic`);
+    await page.getByRole('alert').filter({ hasText: 'topic:' }).waitFor();
+    await page.goto(`${base}/#/jobs`);
+    // The filter form is drawn afresh for the new filters: typed into before that, the text would be lost.
+    await expect.poll(() => page.getByLabel('Topic').inputValue()).toBe('');
+    await page.getByLabel('Created after').fill('yesterday');
+    await page.getByRole('button', { name: 'Apply' }).click();
+    await page.getByRole('alert').filter({ hasText: 'created_after: expected an RFC 3339 time or a duration like "1h"' }).waitFor();
+    expect(await page.getByLabel('Created after').getAttribute('aria-invalid')).toBe('true');
+    await page.goto(`${base}/#/jobs`);
+    await page.getByRole('region', { name: 'Jobs' }).locator('tbody tr').first().waitFor();
+    await shoot('jobs');
+  });
+
+  it('pauses and resumes an endpoint', async () => {
+    await page.goto(`${base}/#/endpoints`);
+    await page.getByRole('button', { name: 'Pause default' }).click();
+    await page.getByRole('status').filter({ hasText: 'default paused' }).waitFor();
+    await page.locator('.badge.s-paused').waitFor();
+    expect((await api('GET', '/v1/endpoints', TOKENS.admin)).body.items[0].paused).toBe(true);
+    await page.goto(`${base}/#/`);
+    await page.getByRole('heading', { name: 'Endpoints not delivering' }).waitFor();
+    await page.locator('figure.chart canvas').first().waitFor();
+    await shoot('overview-paused');
+    await page.goto(`${base}/#/endpoints`);
+    await shoot('endpoints-paused');
+    await page.getByRole('button', { name: 'Resume default' }).click();
+    await page.getByRole('status').filter({ hasText: 'default resumed' }).waitFor();
+    expect((await api('GET', '/v1/endpoints', TOKENS.admin)).body.items[0].paused).toBe(false);
+    await page.goto(`${base}/#/`);
+    await page.locator('figure.chart canvas').nth(1).waitFor();
+    await shoot('overview');
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await shoot('overview-dark');
+    await page.emulateMedia({ colorScheme: 'light' });
+  });
+
+  it('a viewer sees no action buttons, and the server refuses the action anyway', async () => {
+    const vctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    try {
+      const v = await newPage(vctx);
+      await v.goto(`${base}/#/endpoints`);
+      await signIn(v, TOKENS.viewer);
+      await v.getByRole('region', { name: 'Endpoints' }).waitFor();
+      expect(await v.getByRole('button', { name: /^(Pause|Resume|Send a test)/ }).count()).toBe(0);
+      await shoot('endpoints-viewer', v);
+      await v.goto(`${base}/#/dead`);
+      await v.getByRole('heading', { name: 'Dead letters' }).waitFor();
+      expect(await v.getByRole('button', { name: /^Retry|Count matching/ }).count()).toBe(0);
+      // The same request the admin's button makes, from the viewer's page with its cookie and Origin.
+      const status = await v.evaluate(async () => {
+        const r = await fetch('v1/endpoints/default/pause', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: '{}',
+        });
+        return [r.status, ((await r.json()) as { error: { code: string } }).error.code] as const;
+      });
+      expect(status).toEqual([403, 'forbidden']);
+      expect((await api('GET', '/v1/endpoints', TOKENS.admin)).body.items[0].paused).toBe(false);
+    } finally {
+      await vctx.close();
+    }
+  });
+
+  it('an expired session goes back to sign-in and then to the page the user was on', async () => {
+    await page.goto(`${base}/#/endpoints`);
+    await page.getByRole('region', { name: 'Endpoints' }).waitFor();
+    await db.pool.query(`update sessions set expires_at = now() - interval '1 second'`);
+    await page.getByRole('link', { name: 'Jobs' }).click();
+    await page.getByText('Your session has ended').waitFor();
+    expect(page.url()).toBe(`${base}/#/jobs`);
+    await signIn(page, TOKENS.admin);
+    await page.getByRole('heading', { name: 'Jobs' }).waitFor();
+    expect(page.url()).toBe(`${base}/#/jobs`);
+  });
+
+  it('works by keyboard: the skip link, the navigation, and a visible focus', async () => {
+    await page.goto(`${base}/#/`);
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate<string>('document.activeElement.textContent')).toBe('Skip to content');
+    await page.keyboard.press('Tab');
+    const focused = await page.evaluate<{ text: string; outline: string }>(
+      '({ text: document.activeElement.textContent, outline: getComputedStyle(document.activeElement).outlineStyle })',
+    );
+    expect(focused.text).toBe('Overview');
+    expect(focused.outline).not.toBe('none');
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Jobs' }).waitFor();
+  });
+
+  it('alerts raised while the stream was down arrive once it reconnects, none lost and none twice', async () => {
+    await page.goto(`${base}/#/alerts`);
+    await page.locator('.sse-live').waitFor();
+    const before = await page.locator('tr[data-alert-id]').count();
+    outage = true;
+    expect(await serve.stop()).toBe(0);
+    await page.locator('.sse-reconnecting').waitFor();
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await db.pool.query<{ id: string }>(
+        `insert into audit_log (action, actor, target_type, target_id, details)
+         values ('endpoint.circuit_opened', 'system', 'endpoint', 'default', $1::jsonb) returning id`,
+        [JSON.stringify({ endpoint: 'default', error: `outage ${i}` })],
+      );
+      ids.push(r.rows[0]!.id);
+    }
+    // The same address again: the page's EventSource reconnects by itself, sending Last-Event-ID.
+    serve = startProc(process.execPath, [BIN, 'serve', '-c', cfg, '--listen', new URL(base).host], { DATABASE_URL: db.url });
+    await serve.waitForLine(/service\.listening/, 30_000);
+    for (const id of ids) await page.locator(`tr[data-alert-id="${id}"]`).waitFor({ timeout: 20_000 });
+    await page.locator('.sse-live').waitFor();
+    outage = false;
+    expect(await page.locator('tr[data-alert-id]').count()).toBe(before + 3);
+    // Newest first.
+    expect(await page.locator('tr[data-alert-id]').first().getAttribute('data-alert-id')).toBe(ids[2]);
+  });
+
+  it('every page has its landmarks, one h1, labelled controls, named buttons and links, and unique ids', async () => {
+    // axe-core is not among the dependencies: these are the checks of its rules that the pages could break.
+    const jobId = (await db.pool.query(`select id from jobs order by created_at desc limit 1`)).rows[0].id as string;
+    for (const hash of ['#/', '#/jobs', `#/jobs/${jobId}`, '#/dead', '#/endpoints', '#/alerts']) {
+      await page.goto(`${base}/${hash}`);
+      await page.getByRole('heading', { level: 1 }).waitFor();
+      await page.waitForLoadState('networkidle').catch(() => undefined);
+      const found = await page.evaluate<string[]>(A11Y_CHECKS);
+      expect({ hash, found }).toEqual({ hash, found: [] });
+    }
+    await page.goto(`${base}/#/`);
+  });
+
+  it('every page at both widths, with no console error and no request leaving the server', async () => {
+    for (const [hash, heading] of [
+      ['#/alerts', 'Alerts'],
+      ['#/endpoints', 'Endpoints'],
+    ] as const) {
+      await page.goto(`${base}/${hash}`);
+      await page.getByRole('heading', { name: heading, level: 1 }).waitFor();
+    }
+    await page.getByRole('link', { name: 'Alerts' }).click();
+    await page.locator('.sse-live').waitFor();
+    await shoot('alerts-later');
+    // The user's own notifications: marking one read lowers the unread count.
+    const unread = page.getByRole('heading', { name: /Your notifications/ });
+    await expect.poll(() => unread.textContent()).toContain('4 unread');
+    await page.getByRole('button', { name: 'Mark read' }).first().click();
+    await expect.poll(() => unread.textContent()).toContain('3 unread');
+    expect(problems).toEqual([]);
+    expect(outside).toEqual([]);
+    failing = false;
+  });
+});
