@@ -267,7 +267,10 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     await page.goto(`${base}/#/jobs`);
     // The filter form is drawn afresh for the new filters: typed into before that, the text would be lost.
     await expect.poll(() => page.getByLabel('Topic').inputValue()).toBe('');
+    // And the unfiltered list has loaded (on a slow machine the page settles a moment after the form first shows).
+    await page.getByRole('region', { name: 'Jobs' }).locator('tbody tr').first().waitFor();
     await page.getByLabel('Created after').fill('yesterday');
+    await expect.poll(() => page.getByLabel('Created after').inputValue()).toBe('yesterday');
     await page.getByRole('button', { name: 'Apply' }).click();
     await page.getByRole('alert').filter({ hasText: 'created_after: expected an RFC 3339 time or a duration like "1h"' }).waitFor();
     expect(await page.getByLabel('Created after').getAttribute('aria-invalid')).toBe('true');
