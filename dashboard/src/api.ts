@@ -41,6 +41,8 @@ export interface JobDetail extends Job {
 }
 
 export interface Endpoint {
+  /** config: the config file; api: created through POST /v1/endpoints. */
+  source: 'config' | 'api';
   name: string;
   url: string;
   topics: string[];

@@ -35,6 +35,7 @@ export function EndpointsTable({ items, admin, onChange }: { items: Endpoint[]; 
             <th scope="row">
               <span class="name">${e.name}</span>
               <div class="muted small">${e.url}</div>
+              <div class="muted small">${e.source === 'api' ? 'created through the API' : 'from the config file'}</div>
             </th>
             <td>
               <${Status} status=${e.paused ? 'paused' : e.circuit.state} />
@@ -109,7 +110,9 @@ export function EndpointsPage({ admin }: { admin: boolean }): VNode {
   }, []);
   return html`<h1>Endpoints</h1>
     <p class="muted">
-      Endpoints come from the configuration (<code>notify.webhook.endpoints</code>). Success rate and durations cover the last window shown.
+      Endpoints come from the config file (<code>notify.webhook.endpoints</code>) or are created through the API (<code
+        >POST /v1/endpoints</code
+      >, <code>acw-webhooks endpoints add</code>). Success rate and durations cover the last window shown.
     </p>
     <${ErrorNote} error=${error} />
     ${items ? html`<${EndpointsTable} items=${items} admin=${admin} onChange=${load} />` : error ? null : html`<p role="status">Loading…</p>`}`;
