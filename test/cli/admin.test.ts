@@ -1,13 +1,8 @@
-import { execFile } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
 import { startProc, type Proc } from '../helpers/procs.js';
-
-const BIN = fileURLToPath(new URL('../../bin/acw-webhooks.js', import.meta.url));
-const run = promisify(execFile);
+import { BIN, jsonLines, runCli, type CliResult } from '../helpers/cli.js';
 
 let db: TestDatabase;
 const procs: Proc[] = [];
@@ -22,23 +17,10 @@ afterEach(async () => {
   await Promise.all(procs.splice(0).map((p) => p.stop('SIGKILL')));
 });
 
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], {
-      env: { ...process.env, DATABASE_URL: db.url, USER: 'tester' },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
+async function cli(...args: string[]): Promise<CliResult> {
+  return runCli(args, { ...process.env, DATABASE_URL: db.url, USER: 'tester' });
 }
-const lines = (s: string) =>
-  s
-    .trim()
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l));
+const lines = jsonLines;
 
 async function deadJob(topic = 'a.b', endpoint = 'default'): Promise<string> {
   const r = await db.pool.query(

@@ -1,16 +1,12 @@
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { raiseEndpointAlert, type EndpointAlertAction } from '../../src/admin/endpoint-alerts.js';
 import { deadLetterHook } from '../../src/webhook/dead-letter.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { startProc, type Proc } from '../helpers/procs.js';
+import { BIN, jsonLines, runCli, type CliResult } from '../helpers/cli.js';
 
-const BIN = fileURLToPath(new URL('../../bin/acw-webhooks.js', import.meta.url));
 const CHANNEL = 'public.acw_alerts';
-const run = promisify(execFile);
 
 let db: TestDatabase;
 const procs: Proc[] = [];
@@ -25,21 +21,10 @@ afterEach(async () => {
   await Promise.all(procs.splice(0).map((p) => p.stop('SIGKILL')));
 });
 
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { env: { ...process.env, DATABASE_URL: db.url } });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
+async function cli(...args: string[]): Promise<CliResult> {
+  return runCli(args, { ...process.env, DATABASE_URL: db.url });
 }
-const lines = (s: string): Array<Record<string, unknown>> =>
-  s
-    .trim()
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l));
+const lines = jsonLines;
 /** What a follower printed: its stdout JSON lines (stderr lines are not JSON). */
 const printed = (p: Proc) => p.lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
 

@@ -1,19 +1,15 @@
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { channels, quoteIdent } from '../../src/db/sql.js';
 import { rowCounts } from '../helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
+import { jsonLines, runCli, type CliResult } from '../helpers/cli.js';
 
 // `endpoints list|pause|resume` (docs/operations.md#pausing-an-endpoint): the same module as the API.
-const BIN = fileURLToPath(new URL('../../bin/acw-webhooks.js', import.meta.url));
-const run = promisify(execFile);
 
 let db: TestDatabase;
 let dir: string;
@@ -57,27 +53,14 @@ beforeEach(async () => {
 /** The key stored endpoints' secrets are sealed with (an external database has no key file). */
 const KEY = Buffer.alloc(32, 7).toString('base64');
 
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+async function cli(...args: string[]): Promise<CliResult> {
   return cliEnv({ ACW_ENCRYPTION_KEY: KEY }, ...args);
 }
 
-async function cliEnv(extra: Record<string, string>, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args, '-c', configPath], {
-      env: { ...process.env, DATABASE_URL: db.url, USER: 'tester', ...extra },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
+async function cliEnv(extra: Record<string, string>, ...args: string[]): Promise<CliResult> {
+  return runCli([...args, '-c', configPath], { ...process.env, DATABASE_URL: db.url, USER: 'tester', ...extra });
 }
-const lines = (s: string) =>
-  s
-    .trim()
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l));
+const lines = jsonLines;
 const counts = async () => ({
   ...(await rowCounts(db.pool)),
   endpoint_state: (await db.pool.query(`select count(*)::int as n from endpoint_state`)).rows[0].n as number,
@@ -160,13 +143,13 @@ describe('endpoints CLI', () => {
     expect(added.code).toBe(0);
     const [view] = lines(added.stdout);
     expect(view).toMatchObject({ name: 'hooks', source: 'api', owner: 'cli:tester', topics: ['x.*', 'y.z'] });
-    expect(typeof view.secret).toBe('string');
+    expect(typeof view!.secret).toBe('string');
     const row = await db.pool.query<{ secret: string }>(`select secret from endpoints where name = 'hooks'`);
     expect(row.rows[0]!.secret).toMatch(/^v1:/);
-    expect(row.rows[0]!.secret).not.toContain(view.secret);
+    expect(row.rows[0]!.secret).not.toContain(view!.secret);
     const shown = await cli('endpoints', 'show', 'hooks');
     expect(lines(shown.stdout)[0]).toMatchObject({ name: 'hooks' });
-    expect(shown.stdout).not.toContain(view.secret);
+    expect(shown.stdout).not.toContain(view!.secret);
     const updated = await cli('endpoints', 'update', 'hooks', '--topics', 'x.*', '--rate-limit', '5/s', '--disabled');
     expect(updated.code).toBe(0);
     expect(lines(updated.stdout)[0]).toMatchObject({ topics: ['x.*'], rate_limit: 5, enabled: false });

@@ -1,17 +1,12 @@
 // `endpoints replay` (docs/operations.md#replaying-an-endpoint): the same module as the API, run
 // as the OS user; bad flags exit 2 naming the flag, an unknown endpoint exits 1, nothing written.
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertJob, rowCounts } from '../helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-
-const BIN = fileURLToPath(new URL('../../bin/acw-webhooks.js', import.meta.url));
-const run = promisify(execFile);
+import { runCli, type CliResult } from '../helpers/cli.js';
 
 let db: TestDatabase;
 let dir: string;
@@ -31,18 +26,9 @@ afterAll(async () => {
   await db.drop();
 });
 
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    // No CRM_SECRET: replay delivers nothing, so it runs without the endpoint's secret.
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args, '-c', configPath], {
-      env: { ...process.env, DATABASE_URL: db.url, USER: 'tester' },
-      timeout: 60_000,
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
+async function cli(...args: string[]): Promise<CliResult> {
+  // No CRM_SECRET: replay delivers nothing, so it runs without the endpoint's secret.
+  return runCli([...args, '-c', configPath], { ...process.env, DATABASE_URL: db.url, USER: 'tester' });
 }
 
 describe('endpoints replay', () => {

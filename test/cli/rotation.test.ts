@@ -1,16 +1,12 @@
 // `acw-webhooks verify` and `receive` with two secrets during a rotation (docs/operations.md#rotating-a-secret).
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildHeaders } from '../../src/webhook/sign.js';
 import { startProc } from '../helpers/procs.js';
+import { BIN, runCli, type CliResult } from '../helpers/cli.js';
 
-const BIN = fileURLToPath(new URL('../../bin/acw-webhooks.js', import.meta.url));
-const run = promisify(execFile);
 const OLD = 'old-cli-secret-1111';
 const NEW = 'new-cli-secret-2222';
 const BODY = '{"event_id":"e","topic":"a.b","occurred_at":"2026-01-01T00:00:00.000Z","data":{}}';
@@ -22,14 +18,8 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { timeout: 60_000 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
+async function cli(...args: string[]): Promise<CliResult> {
+  return runCli(args, process.env);
 }
 
 const signed = (secret: string, secretNext?: string) =>
