@@ -7,6 +7,7 @@ import { installAuth } from './auth.js';
 import { installGracefulClose } from './shutdown.js';
 import { ApiError } from '../errors.js';
 import { mapError } from './errors.js';
+import { openApiDocument } from './openapi.js';
 import { alertRoutes, OpenStreams } from './routes/alerts.js';
 import { endpointRoutes } from './routes/endpoints.js';
 import { healthRoutes } from './routes/health.js';
@@ -85,6 +86,9 @@ export async function createHttpServer(svc: Service, opts: HttpServerOptions): P
     replayRoutes(app, svc);
     notificationRoutes(app, svc);
     alertRoutes(app, svc, hub, streams);
+    // Public, like /healthz: the shape of the API, generated from the routes' schemas (docs/api.md).
+    const openapi = openApiDocument();
+    app.get('/openapi.json', async () => openapi);
     // LISTEN before the first client can connect, so no wake-up is lost.
     app.addHook('onReady', async () => hub.start());
     app.addHook('onClose', async () => hub.close());
