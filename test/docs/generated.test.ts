@@ -2,9 +2,13 @@
 // key table in docs/operations.md must be what `npm run docs` writes today, and every route fastify
 // serves must have a registry entry (and every entry a route), so a route added without its schemas
 // fails here.
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import { configReference } from '../../src/config/reference.js';
 import { openApiDocument, renderApiMarkdown, ROUTES } from '../../src/http/openapi.js';
 import { call, startApi, type Api } from '../helpers/api.js';
@@ -94,5 +98,74 @@ describe('route -> schema registry', () => {
       want.push(`${r.method} ${r.url} ${r.roles ? 'token' : 'public'}`);
     }
     expect(got).toEqual(want);
+  });
+});
+
+describe('the example Prometheus rules in docs/operations.md', () => {
+  const block = /<!-- prometheus-rules -->\n```yaml\n([\s\S]*?)\n```/.exec(read('docs/operations.md'))?.[1] ?? '';
+  interface Rule {
+    alert: string;
+    expr: string;
+    for?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  }
+
+  it('parse as a rules file: groups of rules with an alert name, an expression and a severity', () => {
+    const doc = parseYaml(block) as { groups: { name: string; rules: Rule[] }[] };
+    const rules = doc.groups.flatMap((g) => g.rules);
+    expect(rules.length).toBeGreaterThanOrEqual(5);
+    const bad = rules.flatMap((r) => [
+      ...(/^Acw[A-Za-z]+$/.test(r.alert) ? [] : [`${r.alert}: name`]),
+      ...(r.expr.split('(').length === r.expr.split(')').length ? [] : [`${r.alert}: unbalanced parentheses`]),
+      ...(/^(warning|critical)$/.test(r.labels?.severity ?? '') ? [] : [`${r.alert}: severity`]),
+      ...(r.for === undefined || /^\d+[smh]$/.test(r.for) ? [] : [`${r.alert}: for`]),
+    ]);
+    expect(bad).toEqual([]);
+  });
+
+  it('name only metrics that /metrics serves, with labels those metrics have', async () => {
+    const db = await createTestDatabase();
+    const api = await startApi(db);
+    try {
+      const text = (await call(api.url, 'GET', '/metrics')).text;
+      const served = new Set([...text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]!));
+      const rules = (parseYaml(block) as { groups: { rules: Rule[] }[] }).groups.flatMap((g) => g.rules);
+      const labels: Record<string, string[]> = {
+        acw_jobs_dead_total: ['type', 'topic'],
+        acw_endpoint_circuit_state: ['endpoint', 'state'],
+        acw_webhook_deliveries_total: ['endpoint', 'status_class'],
+        acw_endpoint_held_jobs: ['endpoint'],
+        acw_runner_errors_total: ['runner'],
+      };
+      const bad: string[] = [];
+      for (const r of rules) {
+        for (const m of r.expr.matchAll(/\b(acw_[a-z_]+)(?:\{([^}]*)\})?/g)) {
+          if (!served.has(m[1]!)) bad.push(`${r.alert}: ${m[1]!} is not served`);
+          for (const sel of m[2]?.split(',') ?? []) {
+            const name = sel.split(/[=!~]/)[0]!.trim();
+            if (!(labels[m[1]!] ?? []).includes(name)) bad.push(`${r.alert}: ${m[1]!} has no label ${name}`);
+          }
+        }
+      }
+      expect(bad).toEqual([]);
+      // The label lists above are what the service declares (a series with each label shows up once used).
+      expect(text).toContain('acw_endpoint_circuit_state');
+    } finally {
+      await api.close();
+      await db.drop();
+    }
+  });
+
+  const promtool = spawnSync('sh', ['-c', 'command -v promtool']).status === 0;
+  it.skipIf(!promtool)('pass promtool check rules', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'acw-rules-'));
+    try {
+      writeFileSync(join(dir, 'rules.yaml'), block);
+      const r = spawnSync('promtool', ['check', 'rules', join(dir, 'rules.yaml')], { encoding: 'utf8' });
+      expect(`${r.status} ${r.stdout}${r.stderr}`).toMatch(/^0 /);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
