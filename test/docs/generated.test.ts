@@ -83,6 +83,20 @@ describe('route -> schema registry', () => {
     expect(served).toEqual(ROUTES.map((r) => `${r.method} ${r.url}`).toSorted());
   });
 
+  it('marks exactly the routes a worker serves too', async () => {
+    const worker = await startApi(db, {}, 'worker');
+    try {
+      const served = routesOf(worker.app.printRoutes({ commonPrefix: false }));
+      expect(served).toEqual(
+        ROUTES.filter((r) => r.worker)
+          .map((r) => `${r.method} ${r.url}`)
+          .toSorted(),
+      );
+    } finally {
+      await worker.close();
+    }
+  });
+
   it('serves /openapi.json without a token: the generated document', async () => {
     const res = await call(api.url, 'GET', '/openapi.json');
     expect(res.status).toBe(200);
