@@ -3,6 +3,7 @@
  * Parsed keys keep their snake_case names; durations become milliseconds, sizes bytes.
  */
 import { z } from 'zod';
+import { show } from './errors.js';
 import {
   bool,
   cidrs,
@@ -147,7 +148,7 @@ export const appRunner = z.looseObject(
     enabled: bool().default(true).describe('false: the runner of this name is not started'),
     interval: duration({ positive: true }).optional().describe("how often it runs; unset: the runner's own intervalMs"),
   },
-  { error: (iss) => (iss.code === 'invalid_type' ? `expected a mapping, got ${JSON.stringify(iss.input)}` : undefined) },
+  { error: (iss) => (iss.code === 'invalid_type' ? `expected a mapping, got ${show(iss.input)}` : undefined) },
 );
 
 const appRunnerKey = (name: string) =>

@@ -53,6 +53,8 @@ describe("seed 003's config.yaml", () => {
     expect(errorOf(() => parseConfig(typo, env)).message).toMatch(/jobs\.job_reeper: unknown key \(did you mean "job_reaper"\?\)/);
     const bad = { ...raw, jobs: { ...raw.jobs, workspace_fetch: { interval: 'often' } } };
     expect(errorOf(() => parseConfig(bad, env)).message).toMatch(/jobs\.workspace_fetch\.interval: expected a duration/);
+    const scalar = { ...raw, jobs: { ...raw.jobs, attachment_cleanup: 5 } };
+    expect(errorOf(() => parseConfig(scalar, env)).message).toMatch(/jobs\.attachment_cleanup: expected a mapping, got 5/);
   });
 
   it('accepts the names the host application registers, and only those', () => {
