@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici';
-import { configWarnings, maskConfig, type Config, type Endpoint } from './config/index.js';
+import { APP_RUNNERS, configWarnings, maskConfig, runnerConfig, type AppRunnerConfig, type Config, type Endpoint } from './config/index.js';
 import { openDatabase, type Database } from './db/connect.js';
 import { migrate } from './db/migrate.js';
 import { Listener } from './db/listener.js';
@@ -186,6 +186,11 @@ export class Service {
     const { config: cfg, log } = this;
     log.info({ event: 'service.config', config: maskConfig(cfg) }, 'effective configuration');
     for (const w of configWarnings(cfg)) log.warn({ event: 'config.warning', warning: w }, w);
+    for (const name of APP_RUNNERS) {
+      if (runnerConfig(cfg, name) === undefined || opts.runners?.some((r) => r.name === name)) continue;
+      const w = `jobs.${name}: no runner named "${name}" is registered, so nothing runs it; an application that embeds the service registers one with Service.start({ runners: [{ name: '${name}', intervalMs, cluster, run }] }) (docs/integrate.md#periodic-runners)`;
+      log.warn({ event: 'config.warning', key: `jobs.${name}`, warning: w }, w);
+    }
     if (cfg.database.migrate) await migrate(this.db.pool, { schema: cfg.database.schema, log });
     await bootstrapUsers(this.db.pool, cfg.server.auth.users, log);
     // Every process, workers or not: the API writes endpoints and POST /v1/notify fans out to them.
@@ -222,7 +227,7 @@ export class Service {
         alertsChannel: this.channels.alerts,
         onExpired: (rows) => this.metrics.jobsExpired(rows),
       }),
-      ...(opts.runners ?? []),
+      ...(opts.runners ?? []).flatMap((runner) => withRunnerConfig(runner, runnerConfig(cfg, runner.name))),
     ]) {
       this.scheduler.register(r);
     }
@@ -320,4 +325,11 @@ export class Service {
     })();
     return this.stopping;
   }
+}
+
+/** A host runner with its `jobs.<name>` block: `enabled: false` drops it, `interval` overrides its own, the block reaches `run` as `ctx.config`. */
+function withRunnerConfig(r: PeriodicRunner, block: AppRunnerConfig | undefined): PeriodicRunner[] {
+  if (block === undefined) return [r];
+  if (!block.enabled) return [];
+  return [{ ...r, intervalMs: block.interval ?? r.intervalMs, run: (ctx) => r.run({ ...ctx, config: block }) }];
 }

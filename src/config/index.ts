@@ -4,7 +4,7 @@ export { configWarnings, resolveEndpoints, DEFAULT_ENDPOINT, type Endpoint } fro
 export { ConfigError, formatPath } from './errors.js';
 export { interpolate, interpolateString, type Env } from './interpolate.js';
 export { parseListen, type ListenAddress } from './listen.js';
-export { configPath, loadConfig, parseConfig, type LoadOptions } from './load.js';
+export { configPath, loadConfig, parseConfig, runnerConfig, type LoadOptions } from './load.js';
 export { maskConfig } from './mask.js';
 export { redactUrl, REDACTED } from './redact-url.js';
 export { isStandardSecret } from './rules.js';
@@ -13,6 +13,8 @@ export {
   LOG_LEVELS,
   ROLES,
   SCHEMES,
+  APP_RUNNERS,
+  type AppRunnerConfig,
   type Config,
   type ConfigData,
   type DeepReadonly,

@@ -4,11 +4,11 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { ConfigError, isUnder, type KeyPath } from './errors.js';
+import { ConfigError, isUnder, type Issue, type KeyPath } from './errors.js';
 import { interpolateTree, parseYaml, type Env } from './interpolate.js';
 import { isObject, missingSecrets } from './rules.js';
-import type { Config, ConfigData } from './schema.js';
-import { sortByInput, validate } from './validate.js';
+import { APP_RUNNERS, appRunner, type AppRunnerConfig, type Config, type ConfigData } from './schema.js';
+import { knownKeysAt, sortByInput, validate } from './validate.js';
 
 export { ConfigError } from './errors.js';
 export { interpolate, type Env } from './interpolate.js';
@@ -27,6 +27,11 @@ export interface LoadOptions {
    * is no error. Default true: serve, worker and `config check` need every one.
    */
   needSecrets?: boolean;
+  /**
+   * Names of the periodic runners the host application registers: a `jobs.<name>` block for each
+   * loads like seed 003's `workspace_fetch` (docs/integrate.md#periodic-runners) instead of being an unknown key.
+   */
+  runners?: readonly string[];
 }
 
 /** The file `loadConfig` reads with these options, or null when the built-in defaults apply. */
@@ -44,7 +49,7 @@ export function loadConfig(opts: LoadOptions = {}): Config {
   const env = opts.env ?? process.env;
   const file = configPath(opts);
   const needSecrets = opts.needSecrets ?? true;
-  if (file === null) return build({}, env, needSecrets);
+  if (file === null) return build({}, env, needSecrets, undefined, opts.runners);
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -53,26 +58,66 @@ export function loadConfig(opts: LoadOptions = {}): Config {
     const why = code === 'ENOENT' ? 'config file not found' : `cannot read config file (${code ?? String(err)})`;
     throw new ConfigError([`${file}: ${why}`], { file, cause: err });
   }
-  return build(parseYaml(text, file), env, needSecrets, file);
+  return build(parseYaml(text, file), env, needSecrets, file, opts.runners);
 }
 
 /**
  * Validates a configuration tree without a file (tests, embedding). `${VAR}` in its string values
  * and DATABASE_URL come from `env`, which defaults to none so the result does not depend on the shell.
  */
-export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv | Env = {}): Config {
-  return build(raw, env);
+export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv | Env = {}, opts: Pick<LoadOptions, 'runners'> = {}): Config {
+  return build(raw, env, true, undefined, opts.runners);
 }
 
-function build(raw: unknown, env: Env, needSecrets = true, file?: string): Config {
+function build(raw: unknown, env: Env, needSecrets = true, file?: string, runners: readonly string[] = []): Config {
   const interpolated = interpolateTree(withDefaultKey(withDefaultUsers(raw)), env, needSecrets ? () => false : isServiceSecret);
-  const tree = withDatabaseUrl(withoutNulls(interpolated.value), env);
+  const full = withDatabaseUrl(withoutNulls(interpolated.value), env);
+  const { tree, blocks } = withoutRunnerBlocks(full, runners);
   const result = validate(tree, interpolated.failed);
+  const runnerBlocks = validateRunnerBlocks(blocks);
   // Without secrets an empty one is no error either: the command never uses it.
   const missing = needSecrets ? missingSecrets(tree).filter((i) => !interpolated.failed.some((p) => isUnder(i.path, p))) : [];
-  const issues = [...interpolated.issues, ...(result.ok ? [] : result.issues), ...missing];
-  if (issues.length > 0 || !result.ok) throw ConfigError.from(sortByInput(issues, tree), file);
-  return deepFreeze(file === undefined ? result.value : withDataDirFrom(result.value, dirname(file)));
+  const issues = [...interpolated.issues, ...(result.ok ? [] : result.issues), ...runnerBlocks.issues, ...missing];
+  if (issues.length > 0 || !result.ok) throw ConfigError.from(sortByInput(issues, full), file);
+  const value = { ...result.value, jobs: { ...result.value.jobs, ...runnerBlocks.value } };
+  return deepFreeze(file === undefined ? value : withDataDirFrom(value, dirname(file)));
+}
+
+/**
+ * The `jobs.<name>` blocks of host-registered runners taken out of the tree (the schema knows only
+ * seed 003's three names), to be checked on their own with the same rules.
+ */
+function withoutRunnerBlocks(tree: unknown, runners: readonly string[]): { tree: unknown; blocks: Record<string, unknown> } {
+  const root = tree ?? {};
+  if (runners.length === 0 || !isObject(root) || !isObject(root['jobs'])) return { tree, blocks: {} };
+  const known = new Set(knownKeysAt(['jobs']));
+  const jobs = { ...root['jobs'] };
+  const blocks: Record<string, unknown> = {};
+  for (const name of runners) {
+    if (known.has(name) || !(name in jobs)) continue;
+    blocks[name] = jobs[name];
+    delete jobs[name];
+  }
+  return { tree: { ...root, jobs }, blocks };
+}
+
+function validateRunnerBlocks(blocks: Record<string, unknown>): { value: Record<string, AppRunnerConfig>; issues: Issue[] } {
+  const value: Record<string, AppRunnerConfig> = {};
+  const issues: Issue[] = [];
+  for (const [name, block] of Object.entries(blocks)) {
+    const r = appRunner.safeParse(block);
+    if (r.success) value[name] = r.data;
+    else for (const iss of r.error.issues) issues.push({ path: ['jobs', name, ...iss.path], message: iss.message });
+  }
+  return { value, issues };
+}
+
+/** The `jobs.<name>` block of an application runner (seed 003's names, or one the host registered), if the config has one. */
+export function runnerConfig(config: Config, name: string): AppRunnerConfig | undefined {
+  // Our own jobs keys (workers, retry, job_reaper…) are not runner blocks, though some are mappings.
+  if (knownKeysAt(['jobs']).includes(name) && !(APP_RUNNERS as readonly string[]).includes(name)) return undefined;
+  const block = (config.jobs as unknown as Record<string, unknown>)[name];
+  return isObject(block) ? (block as AppRunnerConfig) : undefined;
 }
 
 /**

@@ -3,6 +3,7 @@
  * Parsed keys keep their snake_case names; durations become milliseconds, sizes bytes.
  */
 import { z } from 'zod';
+import { show } from './errors.js';
 import {
   bool,
   cidrs,
@@ -134,6 +135,25 @@ const webhook = withRule(
   checkWebhook,
 );
 
+/**
+ * Seed 003's application runners: their `jobs:` blocks load as written and each is handed to the
+ * runner of that name an embedding application registers (docs/integrate.md#periodic-runners).
+ * Names the host registers are accepted the same way (LoadOptions.runners); any other key stays an error.
+ */
+export const APP_RUNNERS = ['workspace_fetch', 'worktree_prune', 'attachment_cleanup'] as const;
+
+/** One application runner's block: `enabled` and `interval` are ours, every other key is the runner's own. */
+export const appRunner = z.looseObject(
+  {
+    enabled: bool().default(true).describe('false: the runner of this name is not started'),
+    interval: duration({ positive: true }).optional().describe("how often it runs; unset: the runner's own intervalMs"),
+  },
+  { error: (iss) => (iss.code === 'invalid_type' ? `expected a mapping, got ${show(iss.input)}` : undefined) },
+);
+
+const appRunnerKey = (name: string) =>
+  appRunner.optional().describe(`handed to the application runner "${name}" with its other keys as written; no such runner: a warning`);
+
 const jobs = strict({
   enabled: bool().default(true).describe('false: no dispatcher, scheduler or workers'),
   workers: int(1, 1000)
@@ -168,6 +188,9 @@ const jobs = strict({
   })
     .prefault({})
     .describe('retention purge'),
+  workspace_fetch: appRunnerKey('workspace_fetch'),
+  worktree_prune: appRunnerKey('worktree_prune'),
+  attachment_cleanup: appRunnerKey('attachment_cleanup'),
 });
 
 export const configSchema = strict({
@@ -240,3 +263,5 @@ export type Config = DeepReadonly<ConfigData>;
 export type Role = (typeof ROLES)[number];
 export type LogLevel = (typeof LOG_LEVELS)[number];
 export type Scheme = (typeof SCHEMES)[number];
+/** A parsed application runner block: `interval` in milliseconds, the runner's own keys as written. */
+export type AppRunnerConfig = Readonly<z.output<typeof appRunner>>;

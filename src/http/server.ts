@@ -7,6 +7,7 @@ import { installAuth } from './auth.js';
 import { installGracefulClose } from './shutdown.js';
 import { ApiError } from '../errors.js';
 import { mapError } from './errors.js';
+import { openApiDocument } from './openapi.js';
 import { alertRoutes, OpenStreams } from './routes/alerts.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { endpointRoutes } from './routes/endpoints.js';
@@ -31,6 +32,13 @@ export interface HttpServerOptions {
  * `server.max_body` (413), validated by zod schemas (400 naming the field); every error answer is
  * `{error: {code, message, details?}}` and only a bug or an outage is a 5xx.
  */
+const ROUTES_OF = new WeakMap<FastifyInstance, string[]>();
+
+/** The routes a server created here has, as `METHOD /path` (HEAD, added by fastify to each GET, left out), sorted. */
+export function registeredRoutes(app: FastifyInstance): string[] {
+  return [...(ROUTES_OF.get(app) ?? [])].toSorted();
+}
+
 export async function createHttpServer(svc: Service, opts: HttpServerOptions): Promise<FastifyInstance> {
   const maxBody = svc.config.server.max_body;
   const app = Fastify({
@@ -42,6 +50,13 @@ export async function createHttpServer(svc: Service, opts: HttpServerOptions): P
       // The option's reply type is generic over route schemas we do not use; it is a plain reply.
       void (reply as unknown as FastifyReply).code(m.status).headers(m.headers).send(m.body);
     },
+  });
+
+  // Every route as registered (`METHOD /path`, HEAD left out): the OpenAPI registry's test compares them.
+  const registered: string[] = [];
+  ROUTES_OF.set(app, registered);
+  app.addHook('onRoute', (r) => {
+    for (const m of [r.method].flat()) if (m !== 'HEAD') registered.push(`${m} ${r.url}`);
   });
 
   // Our own JSON parser: no other content type is accepted, and an empty body means "no body".
@@ -93,6 +108,9 @@ export async function createHttpServer(svc: Service, opts: HttpServerOptions): P
     statsRoutes(app, svc);
     sessionRoutes(app, svc, sessions);
     dashboardRoutes(app);
+    // Public, like /healthz: the shape of the API, generated from the routes' schemas (docs/api.md).
+    const openapi = openApiDocument();
+    app.get('/openapi.json', async () => openapi);
     // LISTEN before the first client can connect, so no wake-up is lost.
     app.addHook('onReady', async () => hub.start());
     app.addHook('onClose', async () => hub.close());

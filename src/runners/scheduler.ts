@@ -12,6 +12,8 @@ export interface RunnerContext {
   pool: pg.Pool;
   log: Logger;
   signal: AbortSignal;
+  /** The runner's `jobs.<name>` block from the config, when it has one (docs/integrate.md#periodic-runners): its own keys as written. */
+  config?: Readonly<Record<string, unknown>>;
 }
 
 export interface PeriodicRunner {

@@ -7,7 +7,7 @@ import { ADMIN, principalOf } from '../auth.js';
 import { endpointParams, parse } from '../schemas.js';
 
 /** `since`, `until` and `status` are checked by admin/replay.ts, the same checks as the CLI's. */
-const replayBody = z.strictObject({
+export const replayBody = z.strictObject({
   since: z.string({ error: 'required: an RFC 3339 time or a duration like "2h"' }).max(64),
   until: z.string().max(64).optional(),
   status: z.string().max(64).optional(),

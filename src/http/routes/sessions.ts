@@ -16,7 +16,7 @@ import { parse } from '../schemas.js';
  * in the page, a URL or storage. `GET /v1/session` says who is signed in, `DELETE` signs out.
  */
 
-const signInBody = z.strictObject({ token: z.string().min(1, 'expected the API token').max(512, 'too long for a token') });
+export const signInBody = z.strictObject({ token: z.string().min(1, 'expected the API token').max(512, 'too long for a token') });
 
 // Roles that can read the dashboard's pages; a service token only sends events.
 const DASHBOARD_ROLES: readonly Role[] = ['admin', 'viewer'];

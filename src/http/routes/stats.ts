@@ -19,7 +19,7 @@ const KEEP_COUNTS = '2 days';
 const PRUNE_EVERY_MS = 3_600_000;
 
 const WINDOWS = { '1h': { ms: 3_600_000, bucketS: 60 }, '24h': { ms: 86_400_000, bucketS: 900 } } as const;
-const statsQuery = z.strictObject({ window: z.enum(['1h', '24h'], { error: 'expected 1h or 24h' }).optional() });
+export const statsQuery = z.strictObject({ window: z.enum(['1h', '24h'], { error: 'expected 1h or 24h' }).optional() });
 
 export function statsRoutes(app: FastifyInstance, svc: Service): void {
   const pool = svc.db.pool;

@@ -1,0 +1,453 @@
+/**
+ * The route -> schema registry and the OpenAPI 3.1 document built from it (served at /openapi.json,
+ * rendered into docs/api.md by scripts/docs.mjs). Routes validate with `parse(schema, ...)` rather
+ * than fastify's schema option, so this list names each route's schemas explicitly; a test compares
+ * it with the routes fastify has, so a route added without an entry fails.
+ */
+import { z } from 'zod';
+import { VERSION } from '../version.js';
+import {
+  alertsQuery,
+  alertsStreamQuery,
+  createEndpointBody,
+  deleteEndpointQuery,
+  emptyBody,
+  endpointParams,
+  endpointsQuery,
+  jobIdParams,
+  jobsListQuery,
+  notificationParams,
+  notificationsQuery,
+  notifyBatchBody,
+  notifyBody,
+  redriveBody,
+  rotateSecretBody,
+  updateEndpointBody,
+} from './schemas.js';
+import { replayBody } from './routes/replay.js';
+import { signInBody } from './routes/sessions.js';
+import { statsQuery } from './routes/stats.js';
+
+type Role = 'admin' | 'viewer' | 'service';
+
+export interface RouteDoc {
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
+  /** Fastify's path, `:name` parameters included. */
+  url: string;
+  summary: string;
+  /** Who may call it; absent: public (no token). `any`: every authenticated user. */
+  roles?: readonly Role[] | 'any';
+  /** `serve` only, or on `worker` too. */
+  worker?: boolean;
+  params?: z.ZodType;
+  query?: z.ZodType;
+  body?: z.ZodType;
+  /** The success status and what it answers (responses are not schema-checked). */
+  ok: { status: number; description: string; contentType?: string };
+}
+
+const READ: readonly Role[] = ['viewer', 'admin'];
+const READ_OR_SERVICE: readonly Role[] = ['viewer', 'admin', 'service'];
+const ADMIN: readonly Role[] = ['admin'];
+const SERVICE: readonly Role[] = ['service', 'admin'];
+const WRITE: readonly Role[] = ['admin', 'service'];
+
+/** Every route of the HTTP API, in the order the docs list them. */
+export const ROUTES: readonly RouteDoc[] = [
+  {
+    method: 'GET',
+    url: '/healthz',
+    summary: 'Liveness: the process answers',
+    worker: true,
+    ok: { status: 200, description: '`{"status":"ok"}`' },
+  },
+  {
+    method: 'GET',
+    url: '/readyz',
+    summary: 'Readiness: the database answers and every migration is applied',
+    worker: true,
+    ok: { status: 200, description: '`{"status":"ready"}`; 503 `{"status":"not_ready","reason":…}` otherwise' },
+  },
+  {
+    method: 'GET',
+    url: '/metrics',
+    summary: 'Prometheus metrics',
+    worker: true,
+    ok: { status: 200, description: 'Prometheus text exposition format', contentType: 'text/plain' },
+  },
+  { method: 'GET', url: '/openapi.json', summary: 'This OpenAPI document', ok: { status: 200, description: 'OpenAPI 3.1 JSON' } },
+  {
+    method: 'GET',
+    url: '/',
+    summary: 'The operator dashboard (docs/operations.md#dashboard): its page, under a strict Content-Security-Policy',
+    ok: { status: 200, description: 'the dashboard HTML', contentType: 'text/html' },
+  },
+  {
+    method: 'GET',
+    url: '/assets/*',
+    summary: "The dashboard's scripts, styles and fonts, built into the package",
+    ok: { status: 200, description: 'a static file (content-hashed names, cached for a year)', contentType: 'application/octet-stream' },
+  },
+  {
+    method: 'POST',
+    url: '/v1/session',
+    summary: 'Sign in to the dashboard: trade an admin or viewer token for a session cookie',
+    body: signInBody,
+    ok: { status: 200, description: '`{user, role, expires_at}` and an HttpOnly `acw_session` cookie; 401 for a bad token' },
+  },
+  {
+    method: 'GET',
+    url: '/v1/session',
+    summary: 'Who is signed in (the session cookie or the bearer token)',
+    roles: 'any',
+    ok: { status: 200, description: '`{user, role, expires_at}`' },
+  },
+  {
+    method: 'DELETE',
+    url: '/v1/session',
+    summary: 'Sign out: the session is deleted and its cookie cleared',
+    ok: { status: 200, description: '`{signed_out: true}`' },
+  },
+  {
+    method: 'GET',
+    url: '/v1/stats',
+    summary: "The dashboard overview's numbers: queue depth by status, deliveries and failures per minute, the oldest due job",
+    roles: READ,
+    query: statsQuery,
+    ok: { status: 200, description: 'the counts and per-minute series over `window` (1h or 24h)' },
+  },
+  {
+    method: 'POST',
+    url: '/v1/notify',
+    summary: 'Notify one event: one webhook job per endpoint whose topics match',
+    roles: SERVICE,
+    body: notifyBody,
+    ok: { status: 202, description: '`{event_id, job_ids, replayed: false}`; 200 with `replayed: true` for a repeated idempotency key' },
+  },
+  {
+    method: 'POST',
+    url: '/v1/notify/batch',
+    summary: 'Notify up to 1,000 events, all or none',
+    roles: SERVICE,
+    body: notifyBatchBody,
+    ok: { status: 202, description: '`{results: [{event_id, job_ids, replayed}, …]}`; 200 when every event was a replay' },
+  },
+  {
+    method: 'GET',
+    url: '/v1/jobs',
+    summary: 'List jobs, newest first',
+    roles: READ,
+    query: jobsListQuery,
+    ok: { status: 200, description: '`{items, next_cursor}`; pass `next_cursor` as `cursor` for the next page' },
+  },
+  {
+    method: 'GET',
+    url: '/v1/jobs/:id',
+    summary: 'One job with every delivery attempt',
+    roles: READ,
+    params: jobIdParams,
+    ok: { status: 200, description: 'the job; 404 when there is none' },
+  },
+  {
+    method: 'POST',
+    url: '/v1/jobs/:id/retry',
+    summary: 'A dead, completed or cancelled job again, as a fresh attempt series',
+    roles: ADMIN,
+    params: jobIdParams,
+    body: emptyBody,
+    ok: { status: 200, description: 'the job' },
+  },
+  {
+    method: 'POST',
+    url: '/v1/jobs/:id/cancel',
+    summary: 'Cancel a pending job',
+    roles: ADMIN,
+    params: jobIdParams,
+    body: emptyBody,
+    ok: { status: 200, description: 'the job' },
+  },
+  {
+    method: 'POST',
+    url: '/v1/jobs/redrive',
+    summary: 'Every dead job matching the filter, re-queued',
+    roles: ADMIN,
+    body: redriveBody,
+    ok: { status: 200, description: '`{count}` (with `dry_run: true`: how many match)' },
+  },
+  {
+    method: 'GET',
+    url: '/v1/endpoints',
+    summary: 'Every endpoint: circuit, pause, held jobs, rate limit, recent health',
+    roles: READ_OR_SERVICE,
+    query: endpointsQuery,
+    ok: { status: 200, description: '`{items: [endpoint view, …]}`' },
+  },
+  {
+    method: 'GET',
+    url: '/v1/endpoints/:name',
+    summary: "One endpoint's view",
+    roles: READ_OR_SERVICE,
+    params: endpointParams,
+    ok: { status: 200, description: 'the endpoint; 404 when there is none' },
+  },
+  {
+    method: 'POST',
+    url: '/v1/endpoints',
+    summary: 'Create a stored endpoint; its secret is answered once',
+    roles: WRITE,
+    body: createEndpointBody,
+    ok: { status: 201, description: 'the endpoint, with `secret`' },
+  },
+  {
+    method: 'PATCH',
+    url: '/v1/endpoints/:name',
+    summary: 'Change a stored endpoint',
+    roles: WRITE,
+    params: endpointParams,
+    body: updateEndpointBody,
+    ok: { status: 200, description: 'the endpoint' },
+  },
+  {
+    method: 'POST',
+    url: '/v1/endpoints/:name/rotate-secret',
+    summary: 'A new secret, signing beside the old one until the overlap ends',
+    roles: WRITE,
+    params: endpointParams,
+    body: rotateSecretBody,
+    ok: {
+      status: 200,
+      description: '`{name, secret_next, rotate_until, generated}`: the new secret, answered once; 409 during an overlap',
+    },
+  },
+  {
+    method: 'DELETE',
+    url: '/v1/endpoints/:name',
+    summary: 'Delete a stored endpoint (`force`: cancelling its pending jobs)',
+    roles: WRITE,
+    params: endpointParams,
+    query: deleteEndpointQuery,
+    ok: { status: 200, description: '`{name, deleted: true, cancelled_jobs}`' },
+  },
+  {
+    method: 'POST',
+    url: '/v1/endpoints/:name/test',
+    summary: 'Send a test delivery',
+    roles: ADMIN,
+    params: endpointParams,
+    body: emptyBody,
+    ok: { status: 202, description: '`{event_id, job_ids}` of the test delivery' },
+  },
+  {
+    method: 'POST',
+    url: '/v1/endpoints/:name/pause',
+    summary: 'Stop delivering to it in every process; its jobs wait, pending',
+    roles: ADMIN,
+    params: endpointParams,
+    body: emptyBody,
+    ok: { status: 200, description: 'the endpoint, with `changed`' },
+  },
+  {
+    method: 'POST',
+    url: '/v1/endpoints/:name/resume',
+    summary: 'Deliver again (an open circuit is probed at once)',
+    roles: ADMIN,
+    params: endpointParams,
+    body: emptyBody,
+    ok: { status: 200, description: 'the endpoint, with `changed`' },
+  },
+  {
+    method: 'POST',
+    url: '/v1/endpoints/:name/replay',
+    summary: "An endpoint's jobs of a window again, same ids",
+    roles: ADMIN,
+    params: endpointParams,
+    body: replayBody,
+    ok: { status: 200, description: '`{endpoint, status, window, reset, created, …}` (with `dry_run: true`: what would be)' },
+  },
+  {
+    method: 'GET',
+    url: '/v1/notifications',
+    summary: "The caller's in-app notifications",
+    roles: 'any',
+    query: notificationsQuery,
+    ok: { status: 200, description: '`{items, next_cursor}`' },
+  },
+  {
+    method: 'POST',
+    url: '/v1/notifications/:id/read',
+    summary: 'Mark one notification read',
+    roles: 'any',
+    params: notificationParams,
+    body: emptyBody,
+    ok: { status: 200, description: 'the notification' },
+  },
+  {
+    method: 'GET',
+    url: '/v1/alerts',
+    summary: 'Dead letters and endpoint alerts, newest first',
+    roles: READ,
+    query: alertsQuery,
+    ok: { status: 200, description: '`{items, next_cursor}`' },
+  },
+  {
+    method: 'GET',
+    url: '/v1/alerts/stream',
+    summary: 'Alerts as server-sent events (`Last-Event-ID` resumes)',
+    roles: READ,
+    query: alertsStreamQuery,
+    ok: { status: 200, description: 'an event stream, one `data:` line of JSON per alert', contentType: 'text/event-stream' },
+  },
+];
+
+type Json = Record<string, unknown>;
+
+/** JSON Schema of what a client sends (input side of transforms), draft 2020-12 as OpenAPI 3.1 uses. */
+function jsonSchema(schema: z.ZodType): Json {
+  const out = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any', target: 'draft-2020-12' }) as Json;
+  delete out.$schema;
+  return out;
+}
+
+/** An object schema's properties as OpenAPI parameters. */
+function parameters(schema: z.ZodType | undefined, where: 'path' | 'query'): Json[] {
+  if (!schema) return [];
+  const s = jsonSchema(schema);
+  const props = (s.properties ?? {}) as Record<string, Json>;
+  const required = new Set((s.required ?? []) as string[]);
+  return Object.entries(props).map(([name, p]) => ({ name, in: where, required: where === 'path' || required.has(name), schema: p }));
+}
+
+const ERROR = {
+  type: 'object',
+  required: ['error'],
+  properties: {
+    error: {
+      type: 'object',
+      required: ['code', 'message'],
+      properties: { code: { type: 'string' }, message: { type: 'string' }, details: {} },
+    },
+  },
+};
+
+function response(description: string): Json {
+  return { description, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+}
+
+/** The OpenAPI 3.1 document of every route, generated from ROUTES. */
+export function openApiDocument(): Json {
+  const paths: Record<string, Record<string, Json>> = {};
+  for (const r of ROUTES) {
+    const path = r.url.replace(/:([A-Za-z_]+)/g, '{$1}');
+    const op: Json = {
+      operationId: `${r.method.toLowerCase()}${r.url.replace(/[:/.-]+([a-z])?/g, (_, c?: string) => (c ?? '').toUpperCase())}`,
+      summary: r.summary,
+    };
+    const params = [...parameters(r.params, 'path'), ...parameters(r.query, 'query')];
+    if (params.length > 0) op.parameters = params;
+    if (r.body)
+      op.requestBody = { required: !r.body.safeParse(undefined).success, content: { 'application/json': { schema: jsonSchema(r.body) } } };
+    const responses: Record<string, Json> = {
+      [String(r.ok.status)]: { description: r.ok.description, content: { [r.ok.contentType ?? 'application/json']: {} } },
+    };
+    if (r.params || r.query || r.body) responses['400'] = { $ref: '#/components/responses/invalid' };
+    if (r.roles) {
+      op.security = [{ bearer: [] }];
+      op['x-roles'] = r.roles;
+      responses['401'] = { $ref: '#/components/responses/unauthorized' };
+      responses['403'] = { $ref: '#/components/responses/forbidden' };
+    }
+    if (r.worker) op['x-worker'] = true;
+    op.responses = responses;
+    (paths[path] ??= {})[r.method.toLowerCase()] = op;
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'acw-webhooks',
+      version: VERSION,
+      description:
+        'Signed, reliable webhook delivery on nothing but PostgreSQL. Every error answer is `{error: {code, message, details?}}`.',
+    },
+    paths,
+    components: {
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'a token from `acw-webhooks users add NAME --role ROLE`' },
+      },
+      schemas: { Error: ERROR },
+      responses: {
+        invalid: response('invalid input: the message names the field'),
+        unauthorized: response('no token, or an unknown or revoked one'),
+        forbidden: response('the token is valid but its role may not call this route'),
+      },
+    },
+  };
+}
+
+function schemaText(s: Json): string {
+  const parts: string[] = [];
+  if (Array.isArray(s.enum)) parts.push((s.enum as unknown[]).map((v) => `\`${String(v)}\``).join(', '));
+  else if (s.const !== undefined) parts.push(`\`${String(s.const)}\``);
+  else if (s.type === 'array') parts.push(`array of ${schemaText((s.items ?? {}) as Json) || 'any JSON'}`);
+  else if (typeof s.type === 'string') parts.push(s.type);
+  else if (Array.isArray(s.anyOf)) parts.push((s.anyOf as Json[]).map(schemaText).join(' or '));
+  else parts.push('any JSON');
+  if (s.format) parts.push(String(s.format));
+  if (s.pattern && !s.format) parts.push(`\`${String(s.pattern).replace(/\|/g, '\\|')}\``);
+  if (s.minLength !== undefined || s.maxLength !== undefined)
+    parts.push(`length ${String(s.minLength ?? 0)}..${String(s.maxLength ?? '')}`);
+  if (s.minimum !== undefined || s.maximum !== undefined) parts.push(`${String(s.minimum ?? '')}..${String(s.maximum ?? '')}`);
+  if (s.maxItems !== undefined) parts.push(`at most ${String(s.maxItems)} items`);
+  if (s.default !== undefined) parts.push(`default \`${JSON.stringify(s.default)}\``);
+  return parts.join(', ');
+}
+
+/** docs/api.md: the OpenAPI document as markdown, one section per route. */
+export function renderApiMarkdown(doc: Json = openApiDocument()): string {
+  const out: string[] = [
+    '# HTTP API',
+    '',
+    '<!-- Generated by `npm run docs` from src/http/openapi.ts (the zod schemas the routes validate with); do not edit. -->',
+    '',
+    'The same document as OpenAPI 3.1 JSON: `GET /openapi.json` on a running `serve`. Every route but',
+    '`/healthz`, `/readyz`, `/metrics` and `/openapi.json` takes `Authorization: Bearer <token>`',
+    '(`npx acw-webhooks users add NAME --role admin|viewer|service` prints one). Bodies are JSON',
+    '(`Content-Type: application/json`); an unknown field anywhere, query parameters included, is a 400',
+    'naming it. Every error answer is `{"error": {"code", "message", "details"?}}`.',
+    '',
+  ];
+  const paths = doc.paths as Record<string, Record<string, Json>>;
+  for (const [path, ops] of Object.entries(paths)) {
+    for (const [method, op] of Object.entries(ops)) {
+      out.push(`## ${method.toUpperCase()} ${path}`, '', String(op.summary), '');
+      const roles = op['x-roles'] as readonly string[] | 'any' | undefined;
+      out.push(
+        `- Auth: ${roles === undefined ? 'none (public)' : roles === 'any' ? 'any token' : roles.map((r) => `\`${r}\``).join(', ')}`,
+      );
+      if (op['x-worker']) out.push('- Also served by `acw-webhooks worker`.');
+      const responses = op.responses as Record<string, Json>;
+      for (const [status, r] of Object.entries(responses)) if (!('$ref' in r)) out.push(`- ${status}: ${String(r.description)}`);
+      out.push('');
+      const params = (op.parameters ?? []) as Json[];
+      if (params.length > 0) {
+        out.push('| parameter | in | required | schema |', '| --- | --- | --- | --- |');
+        for (const p of params)
+          out.push(`| \`${String(p.name)}\` | ${String(p.in)} | ${p.required ? 'yes' : 'no'} | ${schemaText(p.schema as Json)} |`);
+        out.push('');
+      }
+      const body = op.requestBody as Json | undefined;
+      if (body) {
+        const schema = ((body.content as Json)['application/json'] as Json).schema as Json;
+        const props = Object.entries((schema.properties ?? {}) as Record<string, Json>);
+        if (props.length === 0) {
+          out.push('No body (`{}` is accepted).', '');
+        } else {
+          const required = new Set((schema.required ?? []) as string[]);
+          out.push(`Body${body.required ? '' : ' (optional)'}:`, '', '| field | required | schema |', '| --- | --- | --- |');
+          for (const [name, p] of props) out.push(`| \`${name}\` | ${required.has(name) ? 'yes' : 'no'} | ${schemaText(p)} |`);
+          out.push('');
+        }
+      }
+    }
+  }
+  return `${out.join('\n')}`;
+}
