@@ -28,6 +28,8 @@ import { EndpointAgents } from './webhook/agents.js';
 import { bootstrapUsers } from './users.js';
 import { principalOfTokenHash } from './admin/users.js';
 import { TokenCache, type TokenCacheOptions } from './admin/token-cache.js';
+import { ProcessRegistration } from './admin/processes.js';
+import { makeWorkerId } from './queue/worker.js';
 
 export interface ServiceOptions {
   config: Config;
@@ -43,6 +45,8 @@ export interface ServiceOptions {
   tokenCache?: TokenCacheOptions;
   /** Seals stored endpoints' secrets (default: from secrets.encryption_key, or the embedded server's key file). */
   secretCodec?: SecretCodec | null;
+  /** How the process registry shows it (docs/operations.md#processes); an embedding application's is `worker`. */
+  mode?: 'serve' | 'worker';
 }
 
 /**
@@ -79,6 +83,7 @@ export class Service {
   private tokens: TokenCache | null = null;
   private tokensListener: Listener | null = null;
   private readonly tokenCacheOptions: TokenCacheOptions;
+  private registration: ProcessRegistration | null = null;
 
   private constructor(opts: ServiceOptions, db: Database) {
     this.config = opts.config;
@@ -175,6 +180,7 @@ export class Service {
     const svc = new Service({ ...opts, secretCodec }, db);
     try {
       await svc.boot(opts);
+      await svc.register(opts.mode ?? 'worker');
     } catch (err) {
       await svc.stop();
       throw err;
@@ -301,6 +307,22 @@ export class Service {
     this.scheduler.start();
   }
 
+  /** Join the process registry: a row kept fresh until stop(), under the worker pool's id when there is one. */
+  private async register(mode: 'serve' | 'worker'): Promise<void> {
+    this.registration = new ProcessRegistration(
+      this.db.pool,
+      {
+        id: this.workers?.workerId ?? makeWorkerId(),
+        mode,
+        jobs: this.config.jobs.enabled,
+        inFlight: () => this.workers?.inFlight ?? 0,
+        runners: () => (this.config.jobs.enabled ? this.scheduler.names : []),
+      },
+      this.log,
+    );
+    await this.registration.start();
+  }
+
   /**
    * Stop all background work at once: claiming stops at the first moment, so the whole of
    * `shutdown_grace` goes to in-flight deliveries. The database stays open (for HTTP requests
@@ -317,6 +339,7 @@ export class Service {
   async stop(): Promise<void> {
     this.stopping ??= (async () => {
       await this.stopWork();
+      await this.registration?.stop();
       await this.registry.stop();
       await this.agents?.close();
       this.tokens?.close();

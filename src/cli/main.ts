@@ -8,6 +8,7 @@ import { registerMigrate } from './commands/migrate.js';
 import { registerNotify } from './commands/notify.js';
 import { registerReceive } from './commands/receive.js';
 import { registerServe } from './commands/serve.js';
+import { registerStatus } from './commands/status.js';
 import { registerVerify } from './commands/verify.js';
 import { ApiError } from '../errors.js';
 import { EXIT, ExitError, exitCodeOf } from './context.js';
@@ -30,6 +31,7 @@ export function buildProgram(): Command {
   registerAlerts(program);
   registerEndpoints(program);
   registerEndpointReplay(program);
+  registerStatus(program);
   // Subcommands made later inherit exitOverride only if set on each; do it for the whole tree.
   // `-c FILE` is taken anywhere on the line (`acw-webhooks -c f jobs list`, `jobs -c f list`,
   // `jobs list -c f`): each group takes it too, and the command that runs gets the nearest one.

@@ -27,16 +27,19 @@ export interface EmbeddedPostgresHandle {
 }
 
 /** The advisory lock (two-int form) every process using the embedded server holds shared. */
-const HOLD_KEYS = [0x61637768, 1] as const; // "acwh", 1
+export const HOLD_KEYS = [0x61637768, 1] as const; // "acwh", 1
 
 interface Hold {
   release(): Promise<void>;
 }
 
+/** The hold connection's application_name, followed by the holding process's pid (`acw-webhooks status` shows them). */
+export const HOLD_APP = 'acw-webhooks embedded hold';
+
 /** Hold the server for this process: a connection of its own with the shared advisory lock. */
 async function holdServer(url: string): Promise<Hold> {
   const { default: pg } = await import('pg');
-  const client = new pg.Client({ connectionString: url, application_name: 'acw-webhooks embedded hold' });
+  const client = new pg.Client({ connectionString: url, application_name: `${HOLD_APP} ${process.pid}` });
   client.on('error', () => undefined); // the server going away ends the hold; nothing to do
   await client.connect();
   await client.query('select pg_advisory_lock_shared($1, $2)', [...HOLD_KEYS]);
@@ -85,7 +88,8 @@ function handleFor(url: string, owned: boolean, pid: number, hold: Hold, log?: L
 
 const PASSWORD = 'password';
 
-function readRunning(pgDir: string): { pid: number; port: number } | null {
+/** The server running under `pgDir` (its postmaster.pid names a live process and a port), or null. */
+export function readRunning(pgDir: string): { pid: number; port: number } | null {
   const pidFile = resolve(pgDir, 'postmaster.pid');
   if (!existsSync(pidFile)) return null;
   const lines = readFileSync(pidFile, 'utf8').split('\n');

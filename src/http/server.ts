@@ -18,6 +18,7 @@ import { notifyRoutes } from './routes/notify.js';
 import { replayRoutes } from './routes/replay.js';
 import { sessionRoutes, Sessions } from './routes/sessions.js';
 import { statsRoutes } from './routes/stats.js';
+import { workerRoutes } from './routes/workers.js';
 
 /** How long a shutdown waits for in-flight requests before closing their connections. */
 const CLOSE_GRACE_MS = 10_000;
@@ -106,6 +107,7 @@ export async function createHttpServer(svc: Service, opts: HttpServerOptions): P
     notificationRoutes(app, svc);
     alertRoutes(app, svc, hub, streams);
     statsRoutes(app, svc);
+    workerRoutes(app, svc);
     sessionRoutes(app, svc, sessions);
     dashboardRoutes(app);
     // Public, like /healthz: the shape of the API, generated from the routes' schemas (docs/api.md).

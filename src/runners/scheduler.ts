@@ -71,6 +71,11 @@ export class Scheduler {
     return this;
   }
 
+  /** The registered runners' names (the process registry shows them). */
+  get names(): string[] {
+    return this.runners.map((r) => r.name);
+  }
+
   start(): void {
     if (this.started) return;
     this.started = true;

@@ -298,8 +298,15 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     await page.getByRole('button', { name: 'Resume default' }).click();
     await page.getByRole('status').filter({ hasText: 'default resumed' }).waitFor();
     expect((await api('GET', '/v1/endpoints', TOKENS.admin)).body.items[0].paused).toBe(false);
+    // The processes (docs/operations.md#processes): the running serve, and a worker killed a while ago shown as gone.
+    await db.pool.query(
+      `insert into processes (id, mode, host, pid, version, jobs, last_seen) values ('other-host:4242:0badc0de', 'worker', 'other-host', 4242, '0.0.1', true, now() - interval '2 minutes')`,
+    );
     await page.goto(`${base}/#/`);
     await page.locator('figure.chart canvas').nth(1).waitFor();
+    const procs = page.getByRole('region', { name: 'Processes' });
+    await procs.getByRole('row', { name: /serve .*running/ }).waitFor();
+    await procs.getByRole('row', { name: /worker other-host:4242.*gone/ }).waitFor();
     await shoot('overview');
     await page.emulateMedia({ colorScheme: 'dark' });
     await shoot('overview-dark');

@@ -3,7 +3,7 @@ import type { VNode } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, type Endpoint, type Stats } from '../api.js';
 import { DeliveriesChart } from '../chart.js';
-import { duration, ErrorNote, Time } from '../ui.js';
+import { duration, ErrorNote, Table, Time } from '../ui.js';
 import { EndpointsTable, byCircuit } from './endpoints.js';
 
 const CARDS: Array<[key: string, status: string, label: string]> = [
@@ -14,21 +14,61 @@ const CARDS: Array<[key: string, status: string, label: string]> = [
   ['cancelled_24h', 'cancelled', 'cancelled (24 h)'],
 ];
 
+/** A row of GET /v1/workers (docs/operations.md#processes). */
+interface WorkerProcess {
+  id: string;
+  mode: 'serve' | 'worker';
+  host: string;
+  pid: number;
+  version: string;
+  jobs: boolean;
+  started_at: string;
+  last_seen: string;
+  in_flight: number;
+  runners: string[];
+  gone: boolean;
+}
+
+function ProcessesTable({ items }: { items: WorkerProcess[] }): VNode {
+  return html`<${Table} label="Processes" head=${['Process', 'State', 'Version', 'Started', 'Last seen', 'In flight', 'Runners']}>
+    ${items.map(
+      (p) =>
+        html`<tr class=${p.gone ? 'gone' : ''}>
+          <th scope="row">
+            <span class="name">${p.mode} ${p.host}:${p.pid}</span>
+            <div class="muted small">${p.id}${p.jobs ? '' : ', jobs off'}</div>
+          </th>
+          <td>${p.gone ? html`<span class="badge s-dead">gone</span>` : html`<span class="badge s-completed">running</span>`}</td>
+          <td>${p.version}</td>
+          <td><${Time} iso=${p.started_at} /></td>
+          <td><${Time} iso=${p.last_seen} /></td>
+          <td>${p.in_flight}</td>
+          <td>
+            ${p.runners.length ? p.runners.map((r) => html`<code class="topic">${r}</code> `) : html`<span class="muted">none</span>`}
+          </td>
+        </tr>`,
+    )}
+  <//>`;
+}
+
 export function OverviewPage({ admin }: { admin: boolean }): VNode {
   const [hour, setHour] = useState<Stats | null>(null);
   const [day, setDay] = useState<Stats | null>(null);
   const [endpoints, setEndpoints] = useState<Endpoint[] | null>(null);
+  const [processes, setProcesses] = useState<WorkerProcess[] | null>(null);
   const [error, setError] = useState<unknown>(null);
   const load = (): void => {
     Promise.all([
       api<Stats>('GET', 'v1/stats?window=1h'),
       api<Stats>('GET', 'v1/stats?window=24h'),
       api<{ items: Endpoint[] }>('GET', 'v1/endpoints'),
+      api<{ items: WorkerProcess[] }>('GET', 'v1/workers'),
     ])
-      .then(([h, d, e]) => {
+      .then(([h, d, e, w]) => {
         setHour(h);
         setDay(d);
         setEndpoints(byCircuit(e.items));
+        setProcesses(w.items);
         setError(null);
       })
       .catch(setError);
@@ -39,6 +79,8 @@ export function OverviewPage({ admin }: { admin: boolean }): VNode {
     return () => clearInterval(t);
   }, []);
   const open = endpoints?.filter((e) => e.circuit.state !== 'closed' || e.paused) ?? [];
+  // As notify's warning: no live process runs jobs, so nothing is delivered (a gone row is 30 s unseen).
+  const noWorker = processes !== null && !processes.some((p) => p.jobs && !p.gone);
   return html`<h1>Overview</h1>
     <${ErrorNote} error=${error} />
     ${
@@ -57,6 +99,14 @@ export function OverviewPage({ admin }: { admin: boolean }): VNode {
                   </li>`,
               )}
             </ul>
+          </section>`
+        : null
+    }
+    ${
+      noWorker
+        ? html`<section aria-labelledby="noworker-h" class="warn-box">
+            <h2 id="noworker-h">No worker running</h2>
+            <p>No process that runs jobs is up: events are recorded, their jobs wait until one runs (acw-webhooks serve or worker).</p>
           </section>`
         : null
     }
@@ -102,6 +152,14 @@ export function OverviewPage({ admin }: { admin: boolean }): VNode {
         ? html`<section aria-labelledby="ep-h">
             <h2 id="ep-h">Endpoints</h2>
             <${EndpointsTable} items=${endpoints} admin=${admin} onChange=${load} />
+          </section>`
+        : null
+    }
+    ${
+      processes
+        ? html`<section aria-labelledby="proc-h">
+            <h2 id="proc-h">Processes</h2>
+            ${processes.length > 0 ? html`<${ProcessesTable} items=${processes} />` : html`<p class="muted">No serve or worker process is registered.</p>`}
           </section>`
         : null
     }`;

@@ -3,6 +3,7 @@ import { resolveEndpoints } from '../../config/index.js';
 import { channels } from '../../db/sql.js';
 import { notifyInput } from '../../notify/input.js';
 import { notifyNow } from '../../notify/notify.js';
+import { NO_WORKER_WARNING, workerSeen } from '../../admin/processes.js';
 import { EXIT, ExitError, printJson, readArg, readConfig, withDatabase, type GlobalOptions } from '../context.js';
 
 interface NotifyOptions extends GlobalOptions {
@@ -56,8 +57,11 @@ export function registerNotify(program: Command): void {
           jobsChannel: channels(config.database.schema).jobs,
           log,
         });
+        // Nothing running to deliver it is the usual first-run surprise: said on stderr and in the answer, as POST /v1/notify does.
+        const seen = await workerSeen(db.pool).catch(() => true);
+        if (!seen) process.stderr.write(`warning: ${NO_WORKER_WARNING}\n`);
         // The answer as POST /v1/notify gives it: replayed when an idempotency key given before answers again.
-        printJson({ ...ans.body, replayed: ans.status === 200 });
+        printJson({ ...ans.body, replayed: ans.status === 200, ...(seen ? {} : { warning: NO_WORKER_WARNING }) });
       });
     });
 }

@@ -32,7 +32,7 @@ async function run(mode: 'serve' | 'worker', o: ServeOptions): Promise<void> {
 }
 
 async function serveUntilStopped(mode: 'serve' | 'worker', config: Config, listen: string, log: Logger, stop: StopWatch): Promise<void> {
-  const svc = await Service.start({ config, log });
+  const svc = await Service.start({ config, log, mode });
   let app;
   try {
     app = await createHttpServer(svc, { mode });

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { noWorkerWarning } from '../../admin/processes.js';
 import { WEBHOOK_JOB } from '../../webhook/job.js';
 import { notifyBatchNow, notifyNow, type NotifyAnswer } from '../../notify/notify.js';
 import type { Service } from '../../service.js';
@@ -18,17 +19,23 @@ export function notifyRoutes(app: FastifyInstance, svc: Service): void {
 
   app.post('/v1/notify', { config: { roles: SERVICE } }, async (req, reply) => {
     const input = parse(notifyBody, req.body, 'body');
-    const ans = await notifyNow(svc.db.pool, input, principalOf(req).name, svc.fanOutContext);
+    const [ans, warning] = await Promise.all([
+      notifyNow(svc.db.pool, input, principalOf(req).name, svc.fanOutContext),
+      noWorkerWarning(svc.db.pool),
+    ]);
     count(input.topic, ans);
-    return reply.code(ans.status).send(answer(ans));
+    return reply.code(ans.status).send(warning ? { ...answer(ans), warning } : answer(ans));
   });
 
   app.post('/v1/notify/batch', { config: { roles: SERVICE } }, async (req, reply) => {
     const { events } = parse(notifyBatchBody, req.body, 'body');
-    const answers = await notifyBatchNow(svc.db.pool, events, principalOf(req).name, svc.fanOutContext);
+    const [answers, warning] = await Promise.all([
+      notifyBatchNow(svc.db.pool, events, principalOf(req).name, svc.fanOutContext),
+      noWorkerWarning(svc.db.pool),
+    ]);
     answers.forEach((a, i) => count(events[i]!.topic, a));
     // 200 only when every event was a replay of an earlier call: nothing new was accepted.
     const status = answers.every((a) => a.status === 200) ? 200 : 202;
-    return reply.code(status).send({ results: answers.map(answer) });
+    return reply.code(status).send({ results: answers.map(answer), ...(warning ? { warning } : {}) });
   });
 }
