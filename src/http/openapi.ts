@@ -110,6 +110,13 @@ export const ROUTES: readonly RouteDoc[] = [
   },
   {
     method: 'GET',
+    url: '/v1/workers',
+    summary: 'The serve and worker processes: host, pid, version, started, last seen (gone when stale), in-flight deliveries, runners',
+    roles: READ,
+    ok: { status: 200, description: '`{now, items}`, newest seen first' },
+  },
+  {
+    method: 'GET',
     url: '/v1/stats',
     summary: "The dashboard overview's numbers: queue depth by status, deliveries and failures per minute, the oldest due job",
     roles: READ,
@@ -122,7 +129,11 @@ export const ROUTES: readonly RouteDoc[] = [
     summary: 'Notify one event: one webhook job per endpoint whose topics match',
     roles: SERVICE,
     body: notifyBody,
-    ok: { status: 202, description: '`{event_id, job_ids, replayed: false}`; 200 with `replayed: true` for a repeated idempotency key' },
+    ok: {
+      status: 202,
+      description:
+        '`{event_id, job_ids, replayed: false}`; 200 with `replayed: true` for a repeated idempotency key; a `warning` when no process running jobs has been seen in the last minute',
+    },
   },
   {
     method: 'POST',
