@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, insertJob, makeUser, rowCounts, startApi, type Api } from '../helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
+import { startReceiver } from '../helpers/receiver.js';
 
 let db: TestDatabase;
 let api: Api;
@@ -94,5 +95,42 @@ describe('a database that refuses writes', () => {
       return r.status === 202 ? r : null;
     }, 20_000);
     expect(ok.body.job_ids.length).toBeGreaterThan(0);
+  });
+
+  it('the runners say so once a minute, not at every claim or tick, and deliver once writes work again', { timeout: 60_000 }, async () => {
+    const rx = await startReceiver();
+    // Runners on: a claim every 500 ms (poll_interval), the reaper every 200 ms (test config).
+    const workers = await startApi(db, {
+      notify: { webhook: { endpoints: [{ name: 'cfg', url: rx.url, secret: 'cfg-secret-123456', topics: ['*'] }] } },
+    });
+    try {
+      // Due in an hour: not claimed before the database turns read-only; made due by a session that may write.
+      for (let i = 0; i < 5; i++) await insertJob(db.pool, { status: 'pending', endpoint: 'cfg' });
+      await readOnly(true);
+      const c = await db.pool.connect();
+      try {
+        await c.query(`set default_transaction_read_only = off`);
+        await c.query(`update jobs set run_at = now() where status = 'pending'`);
+      } finally {
+        c.release();
+      }
+      // Long enough for about 6 claims and 15 reaper ticks, each failing.
+      await new Promise((r) => setTimeout(r, 3_000));
+      const claims = workers.events('job.claim_error');
+      const byRunner = new Map<string, number>();
+      for (const l of workers.events('runner.error')) byRunner.set(String(l['runner']), (byRunner.get(String(l['runner'])) ?? 0) + 1);
+      expect(claims.length).toBeGreaterThanOrEqual(1);
+      expect(claims.length).toBeLessThanOrEqual(1);
+      expect([...byRunner.values()].every((n) => n === 1)).toBe(true);
+
+      await readOnly(false);
+      const pending = (await db.pool.query(`select count(*)::int as n from jobs where status = 'pending' and endpoint = 'cfg'`)).rows[0]
+        .n as number;
+      expect(pending).toBeGreaterThan(0);
+      await waitFor(() => rx.requests.length >= pending, 30_000);
+    } finally {
+      await workers.close();
+      await rx.close();
+    }
   });
 });
