@@ -68,6 +68,8 @@ const DB_UNAVAILABLE = new Set([
   '08006',
 ]);
 
+const DB_REFUSES_WRITES = new Set(['25006', '53100']);
+
 export interface MappedError {
   status: number;
   body: ErrorBody;
@@ -97,6 +99,15 @@ export function mapError(err: unknown, maxBody: number): MappedError {
     return { status, body: body(known.code, message, known.field ? { field: known.field } : undefined), headers: {}, unexpected: false };
   }
   if (statusCode >= 400 && statusCode < 500) return { status: statusCode, body: body('bad_request', text), headers: {}, unexpected: false };
+  // A read-only (25006: a hot standby, default_transaction_read_only) or full (53100) database: nothing was written, so nothing is acknowledged.
+  if (DB_REFUSES_WRITES.has(code)) {
+    return {
+      status: 503,
+      body: body('unavailable', 'the database refuses writes (read-only or full); nothing was written; try again'),
+      headers: { 'retry-after': '5' },
+      unexpected: true,
+    };
+  }
   if (DB_UNAVAILABLE.has(code) || /Connection terminated|timeout exceeded when trying to connect/i.test(text)) {
     return {
       status: 503,

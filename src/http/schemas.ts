@@ -23,6 +23,8 @@ export { notifyInput as notifyBody, notifyBatchInput as notifyBatchBody } from '
 
 /** Action routes take no body; `{}` or none at all is fine, anything in it is an unknown field. */
 export const emptyBody = z.strictObject({}).optional();
+/** Routes that take no query parameters: any given is an unknown field. */
+export const emptyQuery = z.strictObject({});
 
 const text = (max = 200) => z.string().min(1).max(max).refine(isPrintable, 'expected printable characters');
 const uuid = z.uuid({ error: 'expected a UUID' });

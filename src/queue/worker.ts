@@ -4,6 +4,7 @@ import { DoublingDelay, Wakeup } from '../delay.js';
 import { PermanentError, coerceError } from '../errors.js';
 import { Listener } from '../db/listener.js';
 import { silentLogger, type Logger } from '../log.js';
+import { EveryMinute, refusesWrites } from '../log-throttle.js';
 import { outcomeDelay } from './backoff.js';
 import { ClaimTimers } from './claim-timers.js';
 import { Flusher } from './flusher.js';
@@ -56,6 +57,8 @@ export class WorkerPool {
   private stopping = false;
   private started = false;
   private readonly wakeup = new Wakeup();
+  /** claim_error lines while the database refuses writes: once a minute. */
+  private readonly refusals = new EveryMinute();
   private lastClaimFull = true;
   /** Counts "new work may exist" signals, so one that lands while a claim runs is not lost. */
   private freshGen = 0;
@@ -258,9 +261,16 @@ export class WorkerPool {
           plan,
         });
         onError.reset();
+        this.refusals.reset('claim');
       } catch (err) {
         this.slots.endClaim();
-        this.log.warn({ event: 'job.claim_error', err: coerceError(err).message }, 'claim failed; retrying');
+        // A database refusing writes fails every claim until fixed: said once a minute, with the count skipped.
+        const skipped = refusesWrites(err) ? this.refusals.pass('claim') : 0;
+        if (skipped !== undefined)
+          this.log.warn(
+            { event: 'job.claim_error', err: coerceError(err).message, ...(skipped > 0 ? { repeated: skipped } : {}) },
+            'claim failed; retrying',
+          );
         await this.waitForWake(onError.next());
         continue;
       }

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { coerceError } from '../errors.js';
+import { EveryMinute, refusesWrites } from '../log-throttle.js';
 import { silentLogger, type Logger } from '../log.js';
 
 /**
@@ -48,6 +49,7 @@ export class Scheduler {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly active = new Set<Promise<void>>();
   private readonly ctl = new AbortController();
+  private readonly refusals = new EveryMinute();
   private started = false;
   private readonly log: Logger;
 
@@ -111,9 +113,13 @@ export class Scheduler {
         if (!(await claimRunnerTurn(this.opts.pool, r.name, r.intervalMs, slack))) return;
       }
       await r.run({ pool: this.opts.pool, log, signal: this.ctl.signal });
+      this.refusals.reset(r.name);
     } catch (err) {
       const e = coerceError(err);
-      log.error({ event: 'runner.error', err: e.message }, 'periodic runner failed');
+      // A database refusing writes fails every tick until fixed: said once a minute, with the count skipped.
+      const skipped = refusesWrites(err) ? this.refusals.pass(r.name) : 0;
+      if (skipped !== undefined)
+        log.error({ event: 'runner.error', err: e.message, ...(skipped > 0 ? { repeated: skipped } : {}) }, 'periodic runner failed');
       this.opts.onError?.(r.name, e);
     }
   }

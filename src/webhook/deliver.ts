@@ -70,7 +70,8 @@ export function createDeliverHandler(opts: DeliverOptions): OutcomeHandler {
       extra: ep.headers,
     });
     const sent = await sendWebhook({ agent: opts.agentFor(ep), url: ep.url, headers, body, timeoutMs: ep.timeout, signal });
-    const o = sent.outcome;
+    const echoed = [...secretHeaderValues(headers, ep), keys.secret, keys.next ?? '', urlPassword(ep.url)];
+    const o = sent.outcome.kind === 'delivered' ? sent.outcome : { ...sent.outcome, message: redactEcho(sent.outcome.message, echoed) };
     const attempt: AttemptRecord = {
       attempt: job.attempts,
       endpoint: name,
@@ -78,7 +79,7 @@ export function createDeliverHandler(opts: DeliverOptions): OutcomeHandler {
       errorKind: o.kind === 'delivered' ? null : o.errorKind,
       error: o.kind === 'delivered' ? null : o.message,
       durationMs: sent.durationMs,
-      responseBody: sent.responseBody,
+      responseBody: redactEcho(sent.responseBody, echoed),
       aborted: o.kind === 'retry' && o.errorKind === 'aborted',
     };
     if (opts.isProbe?.(job.id)) {
@@ -90,6 +91,37 @@ export function createDeliverHandler(opts: DeliverOptions): OutcomeHandler {
     if (o.kind === 'permanent') return { kind: 'permanent', error: o.message, attempt };
     return { kind: 'retry', error: o.message, attempt, ...(o.retryAfterMs !== undefined ? { retryAfterMs: o.retryAfterMs } : {}) };
   };
+}
+
+const ECHO_CENSOR = '[redacted]';
+/** Shorter values are left alone: replacing "1" or "ops" everywhere would garble the answer and protect nothing. */
+const MIN_SECRET_LENGTH = 8;
+
+/** The signature headers sent and the endpoint's own headers (credentials such as Authorization): their values are secret. */
+function secretHeaderValues(sent: Readonly<Record<string, string>>, ep: Endpoint): string[] {
+  const own = new Set(Object.keys(ep.headers).map((k) => k.toLowerCase()));
+  return Object.entries(sent)
+    .filter(([k]) => /signature/i.test(k) || own.has(k.toLowerCase()))
+    .map(([, v]) => v);
+}
+
+function urlPassword(url: string): string {
+  try {
+    return decodeURIComponent(new URL(url).password);
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * A receiver's answer with what this attempt sent that is secret replaced: a careless receiver
+ * (a debug error page) echoes the request's headers, and the answer is stored with the attempt,
+ * shown by `GET /v1/jobs/:id` and `jobs show`, and quoted in errors.
+ */
+function redactEcho(text: string, secrets: readonly string[]): string {
+  let out = text;
+  for (const s of secrets) if (s.length >= MIN_SECRET_LENGTH && out.includes(s)) out = out.split(s).join(ECHO_CENSOR);
+  return out;
 }
 
 /**

@@ -18,6 +18,7 @@ import {
   createEndpointBody,
   deleteEndpointQuery,
   emptyBody,
+  emptyQuery,
   endpointParams,
   endpointsQuery,
   parse,
@@ -87,6 +88,7 @@ export function endpointRoutes(app: FastifyInstance, svc: Service): void {
 
   app.get('/v1/endpoints/:name', { config: { roles: READ_OR_SERVICE } }, async (req) => {
     const { name } = parse(endpointParams, req.params, 'params');
+    parse(emptyQuery, req.query, 'query');
     return endpointView(svc.db.pool, visible(actorOf(req)), name, local());
   });
 
@@ -121,6 +123,7 @@ export function endpointRoutes(app: FastifyInstance, svc: Service): void {
   app.delete('/v1/endpoints/:name', { config: { roles: WRITE } }, async (req) => {
     const { name } = parse(endpointParams, req.params, 'params');
     const q = parse(deleteEndpointQuery, req.query, 'query');
+    parse(emptyBody, req.body, 'body');
     const { cancelled_jobs } = await deleteStoredEndpoint(store(false), name, q.force ?? false, actorOf(req));
     await svc.registry.refresh(true);
     return { name, deleted: true, cancelled_jobs };

@@ -3,7 +3,7 @@ import { cancelJob, getJob, listJobs, redriveJobs, retryJob } from '../../admin/
 import type { Service } from '../../service.js';
 import { ADMIN, principalOf, READ } from '../auth.js';
 import { ApiError } from '../../errors.js';
-import { emptyBody, jobIdParams, jobsListQuery, parse, redriveBody } from '../schemas.js';
+import { emptyBody, emptyQuery, jobIdParams, jobsListQuery, parse, redriveBody } from '../schemas.js';
 
 /** Jobs: list, show, and the operator actions retry, cancel and redrive (each audited). */
 export function jobRoutes(app: FastifyInstance, svc: Service): void {
@@ -13,6 +13,7 @@ export function jobRoutes(app: FastifyInstance, svc: Service): void {
 
   app.get('/v1/jobs/:id', { config: { roles: READ } }, async (req) => {
     const { id } = parse(jobIdParams, req.params, 'params');
+    parse(emptyQuery, req.query, 'query');
     const job = await getJob(pool, id);
     if (!job) throw new ApiError(404, 'not_found', `id: no job ${id}`, { field: 'id' });
     return job;
