@@ -12,6 +12,7 @@ import {
   createEndpointBody,
   deleteEndpointQuery,
   emptyBody,
+  emptyQuery,
   endpointParams,
   endpointsQuery,
   jobIdParams,
@@ -113,6 +114,7 @@ export const ROUTES: readonly RouteDoc[] = [
     url: '/v1/workers',
     summary: 'The serve and worker processes: host, pid, version, started, last seen (gone when stale), in-flight deliveries, runners',
     roles: READ,
+    query: emptyQuery,
     ok: { status: 200, description: '`{now, items}`, newest seen first' },
   },
   {

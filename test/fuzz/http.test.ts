@@ -418,7 +418,13 @@ const ENDPOINT_FIELDS = Object.keys(endpointFields);
 const KNOWN: Record<string, { body: string[]; query: string[]; events?: string[] }> = {
   'POST /v1/notify': { body: NOTIFY_FIELDS, query: [] },
   'POST /v1/notify/batch': { body: ['events'], query: [], events: NOTIFY_FIELDS },
-  'GET /v1/jobs': { body: [], query: ['status', 'type', 'topic', 'endpoint', 'event_id', 'limit', 'cursor'] },
+  'GET /v1/jobs': {
+    body: [],
+    query: ['status', 'type', 'topic', 'endpoint', 'event_id', 'limit', 'cursor', 'created_after', 'created_before'],
+  },
+  'POST /v1/session': { body: ['token'], query: [] },
+  'GET /v1/stats': { body: [], query: ['window'] },
+  'GET /v1/workers': { body: [], query: [] },
   'GET /v1/jobs/:id and POST retry|cancel': { body: [], query: [] },
   'POST /v1/jobs/redrive': { body: ['status', 'topic', 'endpoint', 'since', 'dry_run'], query: [] },
   'GET /v1/alerts': { body: [], query: ['limit', 'cursor', 'action'] },
