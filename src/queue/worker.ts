@@ -64,6 +64,8 @@ export class WorkerPool {
   private freshGen = 0;
   private unknownEndpoints: string[] = [];
   private slotBound = false;
+  /** The last claim filled jobs.workers with application jobs (not short for them, whatever the total). */
+  private appsBound = false;
   /** When the due index was last read after a short claim. */
   private dueReadAt = -Infinity;
   private discoveredAt = -Infinity;
@@ -285,6 +287,9 @@ export class WorkerPool {
       }
       this.slots.endClaim();
       for (const job of jobs) this.run(job);
+      // With two budgets, application jobs can fill theirs (jobs.workers) while the claim as a whole
+      // is short: more of them may be waiting, so a finished one claims again (see finish()).
+      if (plan.endpoints && plan.workers > 0) this.appsBound = jobs.filter((j) => j.endpoint === null).length >= plan.workers;
       // A short claim means the queue is drained for us, unless new work was signalled meanwhile.
       if (jobs.length < plan.total && this.freshGen === gen) {
         this.lastClaimFull = false;
@@ -367,6 +372,11 @@ export class WorkerPool {
     } catch (err) {
       // An observer's bug must not cost the outcome: it is written whatever happens here.
       this.log.error({ event: 'job.observer_error', job_id: job.id, err: coerceError(err).message }, 'outcome observer failed');
+    }
+    if (job.endpoint === null && this.appsBound) {
+      // The last claim filled the application jobs' budget: the queue may hold more of them.
+      this.appsBound = false;
+      this.wake(true);
     }
     if (job.endpoint !== null) {
       // A slot came back while the last claim was held back by slots: there may be work for it.

@@ -54,6 +54,22 @@ const statuses = async () =>
   >((a, r) => ({ ...a, [r.status]: r.n }), {});
 
 describe('worker pool', () => {
+  it('with a delivery budget beside jobs.workers, a backlog of application jobs is claimed batch after batch, not one batch per poll', async () => {
+    // Queued before the pool starts: no NOTIFY comes for them, and the poll (60 s) would take
+    // minutes for 25 batches of 4. Each claim fills jobs.workers while the claim as a whole is short.
+    await enqueueJobs(
+      db.pool,
+      Array.from({ length: 100 }, () => ({ type: 'app', payload: {}, maxAttempts: 1 })),
+      CH,
+    );
+    const { wp } = startPool(
+      { app: async () => undefined },
+      { concurrency: 4, deliveries: 50, endpointLimits: () => new Map([['hooks', 8]]) },
+    );
+    await wp.start();
+    await waitFor(async () => ((await statuses()).completed === 100 ? true : null), 20_000);
+  });
+
   it('wakes on NOTIFY the moment work is enqueued and completes it', async () => {
     const seen: string[] = [];
     const { wp } = startPool({ t: async (j) => void seen.push(j.id) });
