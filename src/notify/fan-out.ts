@@ -62,8 +62,14 @@ export interface FanOutPlan {
 export function fanOutPlanner(ctx: FanOutContext): (ev: { id: string; topic: string }) => FanOutPlan {
   const enabled = ctx.webhooksEnabled();
   const endpoints = enabled ? ctx.endpoints().filter((e) => e.enabled) : [];
+  // A batch mostly repeats a few topics: the whitelist is matched once per topic.
+  const byTopic = new Map<string, string[]>();
   return (ev) => {
-    const matching = endpoints.filter((e) => topicMatches(e.topics, ev.topic)).map((e) => e.name);
+    let matching = byTopic.get(ev.topic);
+    if (matching === undefined) {
+      matching = endpoints.filter((e) => topicMatches(e.topics, ev.topic)).map((e) => e.name);
+      byTopic.set(ev.topic, matching);
+    }
     if (matching.length > 0)
       return { result: { event_id: ev.id, job_ids: matching.map((name) => webhookJobId(ev.id, name)) }, endpoints: matching };
     return { result: { event_id: ev.id, job_ids: [], skipped: enabled ? 'no_matching_endpoint' : 'webhooks_disabled' }, endpoints: [] };
