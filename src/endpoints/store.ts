@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { writeAudit } from '../admin/audit.js';
-import type { Config, Endpoint } from '../config/index.js';
+import { redactUrl, type Config, type Endpoint } from '../config/index.js';
 import { DEFAULT_CONNECT_TIMEOUT_MS } from '../config/endpoints.js';
 import { rateLimit } from '../config/fields.js';
 import { isStandardSecret } from '../config/rules.js';
@@ -12,10 +12,19 @@ import { newSigningSecret } from '../crypto/signing-secret.js';
 import { planRotation, type RotationInput } from '../admin/rotation.js';
 import type { CreateEndpointInput, UpdateEndpointInput } from './input.js';
 
-/** Seals and opens secrets at rest (src/crypto); the store never sees a key. */
+/**
+ * Seals and opens secrets at rest (src/crypto); the store never sees a key. The context (the
+ * endpoint's name and which secret) is authenticated with the value, so a sealed secret copied to
+ * another row, or swapped with the row's other secret, fails to open.
+ */
 export interface SecretCodec {
-  seal(plain: string): string;
-  open(sealed: string): string;
+  seal(plain: string, context: string): string;
+  open(sealed: string, context: string): string;
+}
+
+/** What a stored secret is bound to. */
+export function secretContext(name: string, which: 'secret' | 'secret_next'): string {
+  return `endpoint:${name}:${which}`;
 }
 
 /** Who acts, and what they may touch: a service only its own endpoints, within its granted topics. */
@@ -63,11 +72,12 @@ export function toEndpoint(row: StoredRow, config: Config, codec: SecretCodec): 
   const w = config.notify.webhook;
   const timeout = row.timeout_ms ?? w.timeout;
   const rate = row.rate_limit === null ? w.rate_limit : rateLimit().parse(row.rate_limit);
-  const next = row.secret_next !== null && row.rotate_until !== null ? codec.open(row.secret_next) : undefined;
+  const next =
+    row.secret_next !== null && row.rotate_until !== null ? codec.open(row.secret_next, secretContext(row.name, 'secret_next')) : undefined;
   return {
     name: row.name,
     url: row.url,
-    secret: codec.open(row.secret),
+    secret: codec.open(row.secret, secretContext(row.name, 'secret')),
     ...(next !== undefined && row.rotate_until ? { secret_next: next, rotate_until: row.rotate_until.getTime() } : {}),
     topics: row.topics,
     timeout,
@@ -89,7 +99,7 @@ export function toEndpoint(row: StoredRow, config: Config, codec: SecretCodec): 
 
 /** The secret box (src/crypto) as the store uses it. */
 export function codecOf(box: SecretBox | null): SecretCodec | null {
-  return box ? { seal: (p) => box.encrypt(p), open: (s) => box.decrypt(s) } : null;
+  return box ? { seal: (p, ctx) => box.encrypt(p, ctx), open: (s, ctx) => box.decrypt(s, ctx) } : null;
 }
 
 export interface StoreContext {
@@ -110,7 +120,12 @@ export interface StoreContext {
 /** The fields of an endpoint an audit row may show: never the secret. */
 function auditable(row: Partial<StoredRow>): Record<string, unknown> {
   const { secret: _s, secret_next: _n, ...rest } = row;
-  return { ...rest, ...(rest.headers ? { headers: Object.keys(rest.headers) } : {}) };
+  // Header values and URL credentials (user-info, api_key=… in the query) are never written to the audit log.
+  return {
+    ...rest,
+    ...(rest.url !== undefined ? { url: redactUrl(rest.url) } : {}),
+    ...(rest.headers ? { headers: Object.keys(rest.headers) } : {}),
+  };
 }
 
 /** A service may subscribe only to topics within its grants: an exact topic, or a pattern no wider than a granted one. */
@@ -190,7 +205,7 @@ export async function createStoredEndpoint(
        on conflict (name) do update set url = excluded.url, topics = excluded.topics, scheme = excluded.scheme, headers = excluded.headers,
          timeout_ms = excluded.timeout_ms, max_in_flight = excluded.max_in_flight, rate_limit = excluded.rate_limit,
          enabled = excluded.enabled, description = excluded.description, secret = excluded.secret, secret_next = null,
-         rotate_until = null, owner = excluded.owner, created_at = now(), updated_at = now(), deleted_at = null
+         rotate_until = null, owner = excluded.owner, created_at = now(), updated_at = clock_timestamp(), deleted_at = null
          where endpoints.deleted_at is not null and endpoints.deleted_at < now() - $13 * interval '1 millisecond'
        returning ${COLUMNS}`,
       [
@@ -204,7 +219,7 @@ export async function createStoredEndpoint(
         input.rate_limit ?? null,
         input.enabled ?? true,
         input.description ?? '',
-        ctx.codec.seal(secret),
+        ctx.codec.seal(secret, secretContext(input.name, 'secret')),
         actor.name,
         ctx.tombstoneMs,
       ],
@@ -249,7 +264,11 @@ export async function updateStoredEndpoint(ctx: StoreContext, name: string, patc
   if (patch.url !== undefined) await ctx.checkUrl?.(patch.url);
   return withTransaction(ctx.pool, async (client) => {
     const old = await lockOwn(client, ctx, name, actor);
-    if (patch.scheme === 'standard' && old.scheme !== 'standard' && !isStandardSecret(ctx.codec.open(old.secret))) {
+    if (
+      patch.scheme === 'standard' &&
+      old.scheme !== 'standard' &&
+      !isStandardSecret(ctx.codec.open(old.secret, secretContext(name, 'secret')))
+    ) {
       throw badField('scheme', 'the endpoint\'s secret is not a "whsec_<base64>" secret: create a new endpoint for scheme "standard"');
     }
     const res = await client.query<StoredRow>(
@@ -257,7 +276,7 @@ export async function updateStoredEndpoint(ctx: StoreContext, name: string, patc
          headers = coalesce($5::jsonb, headers), timeout_ms = case when $6::boolean then $7 else timeout_ms end,
          max_in_flight = case when $8::boolean then $9 else max_in_flight end,
          rate_limit = case when $10::boolean then $11 else rate_limit end,
-         enabled = coalesce($12, enabled), description = coalesce($13, description), updated_at = now()
+         enabled = coalesce($12, enabled), description = coalesce($13, description), updated_at = clock_timestamp()
        where name = $1 returning ${COLUMNS}`,
       [
         name,
@@ -328,9 +347,10 @@ export async function deleteStoredEndpoint(
         );
       }
     }
-    await client.query(`update endpoints set deleted_at = now(), updated_at = now(), secret = '', secret_next = null where name = $1`, [
-      name,
-    ]);
+    await client.query(
+      `update endpoints set deleted_at = now(), updated_at = clock_timestamp(), secret = '', secret_next = null where name = $1`,
+      [name],
+    );
     await client.query(`delete from endpoint_state where endpoint = $1`, [name]);
     await writeAudit(client, {
       action: 'endpoint.deleted',
@@ -361,8 +381,13 @@ export async function rotateStoredSecret(
     const row = await lockOwn(client, ctx, name, actor);
     const plan = planRotation(toEndpoint(row, config, ctx.codec), input);
     await client.query(
-      `update endpoints set secret = $2, secret_next = $3, rotate_until = to_timestamp($4::float8 / 1000), updated_at = now() where name = $1`,
-      [name, ctx.codec.seal(plan.secret), ctx.codec.seal(plan.secret_next), plan.rotate_until],
+      `update endpoints set secret = $2, secret_next = $3, rotate_until = to_timestamp($4::float8 / 1000), updated_at = clock_timestamp() where name = $1`,
+      [
+        name,
+        ctx.codec.seal(plan.secret, secretContext(name, 'secret')),
+        ctx.codec.seal(plan.secret_next, secretContext(name, 'secret_next')),
+        plan.rotate_until,
+      ],
     );
     const until = new Date(plan.rotate_until).toISOString();
     await writeAudit(client, {

@@ -23,6 +23,9 @@ export const BLOCKED_ADDRESS = 'ACW_BLOCKED_ADDRESS';
 /** The longest endpoint URL accepted through the API (browsers and proxies commonly stop near 2 KiB). */
 export const MAX_URL_LENGTH = 2048;
 
+/** How long checkUrlResolved waits for DNS when an endpoint is written. */
+const CHECK_LOOKUP_MS = 2_000;
+
 /** A connection refused by the guard. The message names the host, the address and the range, never a path or query. */
 export class BlockedAddressError extends Error {
   override readonly name = 'BlockedAddressError';
@@ -121,10 +124,21 @@ export class SsrfGuard {
     const host = hostOf(url);
     if (isIP(host) !== 0) return url;
     let addresses: ReadonlyArray<{ address: string }>;
+    // Bounded: a slow DNS zone must not hold the request (or libuv's resolver threads, which
+    // deliveries share); a name that does not answer in time is treated as not resolving yet,
+    // and every connection checks it anyway.
+    let timer: NodeJS.Timeout | undefined;
     try {
-      addresses = await this.resolveHost(host, 0);
+      addresses = await Promise.race([
+        this.resolveHost(host, 0),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error('lookup timed out')), CHECK_LOOKUP_MS);
+        }),
+      ]);
     } catch {
       return url;
+    } finally {
+      clearTimeout(timer);
     }
     const err = this.firstRefused(host, addresses);
     if (err !== null) throw blocked(field, err);

@@ -133,6 +133,8 @@ export async function claimProbes(
     text: `with due as (
         select s.endpoint, t.deadline_ms from endpoint_state s join unnest($3::text[], $4::int[]) t(ep, deadline_ms) on t.ep = s.endpoint
         where s.circuit = 'open' and not s.paused and s.next_probe_at <= now()
+          -- Only an endpoint with a due job is locked: an open one with nothing to send costs no lock.
+          and exists (select 1 from jobs where status = 'pending' and endpoint = s.endpoint and run_at <= now() and type = $5)
         order by s.endpoint for update of s skip locked),
       pick as (
         select p.id, due.endpoint, due.deadline_ms from due cross join lateral (

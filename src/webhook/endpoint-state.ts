@@ -12,7 +12,7 @@ import { WEBHOOK_JOB } from './job.js';
 export type CircuitConfig = Config['notify']['webhook']['circuit'];
 export type CircuitState = 'closed' | 'open' | 'half_open';
 
-/** A probe still running this long after its attempt timeout sends the circuit back to open. */
+/** A probe still running this long after its connect timeout and attempt timeout sends the circuit back to open. */
 export const PROBE_MARGIN_MS = 5_000;
 
 /** What a process needs from its worker pool to run a probe. */
@@ -125,7 +125,7 @@ const FLUSH_SQL = `with d as (
       case when n.nc = 'closed' and n.circuit <> 'closed' then 0 else n.wf end as wf,
       case when n.nc = n.circuit then n.cooldown_ms
            when n.nc = 'open' and n.circuit = 'closed' then $12::int
-           when n.nc = 'open' then least(coalesce(n.cooldown_ms, $12::int) * 2, $13::int) end as cd,
+           when n.nc = 'open' then least(coalesce(n.cooldown_ms, $12::int)::bigint * 2, $13::int)::int end as cd,
       coalesce(n.err, n.last_error) as le,
       case when n.err is not null then now() else n.last_error_at end as lea
     from n),
@@ -166,6 +166,8 @@ export class EndpointStates {
   private readonly deltas = new Map<string, Delta>();
   /** Failures in a row seen here since the last flush answered: at the threshold, the endpoint is held here at once. */
   private readonly localFailures = new Map<string, number>();
+  /** Probes of this process aborted (shutdown) before they could say anything. */
+  private readonly abandoned = new Set<string>();
   /** Probe job id -> endpoint, for jobs this process claimed as probes. */
   private readonly probes = new Map<string, string>();
   private runner: ProbeRunner | null = null;
@@ -177,6 +179,10 @@ export class EndpointStates {
   private lastRefresh = -Infinity;
   private refreshWanted = true;
   private stopped = false;
+  private ratesCache: ReadonlyMap<string, number> = new Map();
+  private ratesFrom: ReadonlyMap<string, Endpoint> | null = null;
+  /** The endpoint set whose rows were last made sure of (ensureRows). */
+  private rowsFor: ReadonlyMap<string, Endpoint> | null = null;
 
   constructor(private readonly opts: EndpointStatesOptions) {}
 
@@ -198,11 +204,16 @@ export class EndpointStates {
     return this.probes.has(jobId);
   }
 
-  /** Rate limits per endpoint (deliveries/s), for the claim. */
+  /** Rate limits per endpoint (deliveries/s), for the claim; rebuilt only when the endpoints change. */
   rates(): ReadonlyMap<string, number> {
-    const out = new Map<string, number>();
-    for (const [name, ep] of this.opts.endpoints()) if (ep.rate_limit > 0) out.set(name, ep.rate_limit);
-    return out;
+    const eps = this.opts.endpoints();
+    if (this.ratesFrom !== eps) {
+      const out = new Map<string, number>();
+      for (const [name, ep] of eps) if (ep.rate_limit > 0) out.set(name, ep.rate_limit);
+      this.ratesCache = out;
+      this.ratesFrom = eps;
+    }
+    return this.ratesCache;
   }
 
   /** The circuit state of one endpoint as cached here (closed when it has no row that holds jobs). */
@@ -235,7 +246,8 @@ export class EndpointStates {
     }
     let now = false;
     if (probeOf !== undefined) {
-      // A probe that says nothing (aborted at shutdown) settles nothing: its deadline will.
+      // A probe that says nothing (aborted at shutdown) settles nothing: stop() lets another process probe.
+      if (signal === null) this.abandoned.add(job.id);
       if (signal !== null) {
         d.probeJob = job.id;
         d.probeOk = signal === 'success';
@@ -247,15 +259,45 @@ export class EndpointStates {
     else this.flushSoon(this.opts.flushMs ?? 100);
   }
 
-  /** Make sure every configured endpoint has its row, listen for changes, start the tick. */
-  async start(runner: ProbeRunner | null): Promise<void> {
-    this.runner = runner;
-    const names = [...this.opts.endpoints().keys()].toSorted();
+  /**
+   * Every endpoint delivered to has its row (a rate limit's bucket lives there; an endpoint without
+   * one would never be claimed). Cheap to call often: it writes only when the endpoint set changed.
+   */
+  async ensureRows(): Promise<void> {
+    const eps = this.opts.endpoints();
+    if (this.rowsFor === eps) return;
+    const names = [...eps.keys()].toSorted();
     if (names.length > 0) {
       await this.opts.pool.query(
         `insert into endpoint_state (endpoint) select unnest($1::text[]) order by 1 on conflict (endpoint) do nothing`,
         [names],
       );
+    }
+    this.rowsFor = eps;
+  }
+
+  /** Make sure every configured endpoint has its row, listen for changes, start the tick. */
+  async start(runner: ProbeRunner | null): Promise<void> {
+    this.runner = runner;
+    await this.ensureRows();
+    // With the breaker off, nothing would ever close a circuit left open (or half-open) before:
+    // close them now, so their endpoints deliver again (a recovery alert follows if one was raised).
+    if (!this.circuitOn) {
+      const closed = await this.opts.pool.query<{ endpoint: string }>(
+        `with c as (select endpoint from endpoint_state where circuit <> 'closed' order by endpoint for update)
+         update endpoint_state s set circuit = 'closed', circuit_since = now(), opened_at = null, next_probe_at = null,
+           cooldown_ms = null, probe_job_id = null, probe_deadline = null, consecutive_failures = 0,
+           window_started_at = null, window_attempts = 0, window_failures = 0, updated_at = now()
+         from c where s.endpoint = c.endpoint
+         returning s.endpoint, pg_notify($1, s.endpoint) is null as _n`,
+        [this.opts.channel],
+      );
+      for (const r of closed.rows) {
+        this.opts.log.info(
+          { event: 'endpoint.circuit_closed', endpoint: r.endpoint, reason: 'circuit_disabled' },
+          `endpoint ${r.endpoint}: circuit closed (notify.webhook.circuit.enabled is false)`,
+        );
+      }
     }
     this.listener = new Listener({
       url: this.opts.url,
@@ -275,6 +317,18 @@ export class EndpointStates {
     if (this.flushTimer) clearTimeout(this.flushTimer);
     await this.flushing;
     if (this.deltas.size > 0) await this.flush().catch(() => undefined);
+    // Probes cut short by this stop settle nothing: let another process probe at once rather than
+    // wait out the deadline (which would also double the cool-down).
+    const cut = [...this.probes.keys(), ...this.abandoned];
+    if (cut.length > 0) {
+      await this.opts.pool
+        .query(
+          `update endpoint_state set circuit = 'open', next_probe_at = now(), probe_job_id = null, probe_deadline = null, updated_at = now()
+           where circuit = 'half_open' and probe_job_id = any($1::uuid[])`,
+          [cut],
+        )
+        .catch(() => undefined);
+    }
     await this.listener?.close();
   }
 
@@ -343,8 +397,13 @@ export class EndpointStates {
       for (const [ep, d] of batch) this.merge(ep, d);
       throw err;
     }
-    // Written: what this process alone had counted is in the row now.
-    for (const [ep] of batch) this.localFailures.delete(ep);
+    // Written: what this process alone had counted is in the row now (failures seen while the
+    // statement ran stay counted here until the next flush writes them).
+    for (const [ep, d] of batch) {
+      const left = (this.localFailures.get(ep) ?? 0) - d.bad;
+      if (left > 0) this.localFailures.set(ep, left);
+      else this.localFailures.delete(ep);
+    }
     let changed = false;
     for (const r of rows) {
       if (r.circuit === r.old_circuit) continue;
@@ -437,7 +496,8 @@ export class EndpointStates {
     try {
       const refreshMs = this.opts.refreshMs ?? 1_000;
       if (this.refreshWanted || Date.now() - this.lastRefresh >= refreshMs) await this.refresh();
-      await this.probe();
+      await this.ensureRows();
+      if (this.circuitOn) await this.probe();
       await this.expireProbes();
       await this.raiseAlerts();
     } catch (err) {
@@ -471,7 +531,8 @@ export class EndpointStates {
     for (const [name, s] of this.cache) {
       const ep = eps.get(name);
       if (!ep || !ep.enabled || s.circuit !== 'open' || s.paused || s.nextProbeAt === null || s.nextProbeAt > now) continue;
-      due.push({ name, deadlineMs: ep.timeout + PROBE_MARGIN_MS });
+      // The whole attempt: connecting (connect_timeout) comes before the attempt's own timeout starts.
+      due.push({ name, deadlineMs: ep.connect_timeout + ep.timeout + PROBE_MARGIN_MS });
     }
     if (due.length === 0) return;
     const jobs = await claimProbes(this.opts.pool, {
@@ -511,8 +572,8 @@ export class EndpointStates {
          select endpoint from endpoint_state where endpoint = any($1::text[]) and circuit = 'half_open' and probe_deadline <= now()
          order by endpoint for update skip locked)
        update endpoint_state s set circuit = 'open', circuit_since = now(),
-         cooldown_ms = least(coalesce(s.cooldown_ms, $2::int) * 2, $3::int),
-         next_probe_at = now() + least(coalesce(s.cooldown_ms, $2::int) * 2, $3::int) * interval '1 millisecond',
+         cooldown_ms = least(coalesce(s.cooldown_ms, $2::int)::bigint * 2, $3::int)::int,
+         next_probe_at = now() + least(coalesce(s.cooldown_ms, $2::int)::bigint * 2, $3::int) * interval '1 millisecond',
          probe_job_id = null, probe_deadline = null, updated_at = now()
        from late where s.endpoint = late.endpoint
        returning s.endpoint, s.cooldown_ms, pg_notify($4, s.endpoint) is null as _n`,

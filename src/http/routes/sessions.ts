@@ -82,9 +82,10 @@ export class Sessions implements SessionAuth {
     await pool.query(`delete from sessions where id_hash in (select id_hash from sessions where expires_at < now() limit 100)`);
     const res = await pool.query<{ expires_at: Date }>(
       `insert into sessions (id_hash, user_id, expires_at)
-       select $1, id, now() + $3 * interval '1 millisecond' from users where id = $2 and revoked_at is null
+       select $1, id, now() + $3 * interval '1 millisecond' from users where id = $2 and revoked_at is null and token_hash = $4
        returning expires_at`,
-      [hashToken(id), principal.id, this.ttlMs],
+      // The token itself, not only the user: one reissued within the token cache's second opens no session.
+      [hashToken(id), principal.id, this.ttlMs, hashToken(token)],
     );
     const row = res.rows[0];
     if (!row) throw new ApiError(401, 'unauthorized', 'token: unknown or revoked token', { field: 'token' });
