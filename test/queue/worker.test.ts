@@ -68,6 +68,7 @@ describe('worker pool', () => {
     );
     await wp.start();
     await waitFor(async () => ((await statuses()).completed === 100 ? true : null), 20_000);
+    expect(await statuses()).toEqual({ completed: 100 });
   });
 
   it('wakes on NOTIFY the moment work is enqueued and completes it', async () => {
