@@ -46,6 +46,9 @@ export async function withTransaction<T>(
   opts: TransactionOptions = {},
 ): Promise<T> {
   const client = await pool.connect();
+  // A client whose rollback fails is broken (its connection died mid-transaction): released with
+  // the error, the pool destroys it instead of handing it out again.
+  let broken: Error | undefined;
   try {
     // One round trip either way: without parameters this goes as a simple query.
     await client.query(opts.asyncCommit ? 'begin; set local synchronous_commit = off' : 'begin');
@@ -53,9 +56,11 @@ export async function withTransaction<T>(
     await client.query('commit');
     return result;
   } catch (err) {
-    await client.query('rollback').catch(() => undefined);
+    await client.query('rollback').catch((e: unknown) => {
+      broken = e instanceof Error ? e : new Error(String(e));
+    });
     throw err;
   } finally {
-    client.release();
+    client.release(broken);
   }
 }
