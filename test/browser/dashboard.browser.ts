@@ -152,9 +152,11 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
         '    users:',
         ...Object.entries(TOKENS).map(([role, token]) => `      - { name: ${role}-user, role: ${role}, token: "${token}" }`),
         'log: { level: info }',
+        // Stored endpoints: their secrets are encrypted with this key, and the SSRF guard lets the local receiver through.
+        `secrets: { encryption_key: "${Buffer.alloc(32, 7).toString('base64')}" }`,
         'jobs: { max_attempts: 2, poll_interval: 200ms, shutdown_grace: 1s, retry: { base: 50ms, max: 100ms, jitter: 0 } }',
         'notify:',
-        `  webhook: { url: "${rx.url}/hook", secret: s3cret, topics: ["*"], circuit: { failure_threshold: 1000 } }`,
+        `  webhook: { url: "${rx.url}/hook", secret: s3cret, topics: ["*"], circuit: { failure_threshold: 1000 }, allow_networks: ["127.0.0.0/8"] }`,
         '',
       ].join('\n'),
     );
@@ -313,6 +315,92 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     await page.emulateMedia({ colorScheme: 'light' });
   });
 
+  it('creates an endpoint and shows its secret once, edits it, rotates its secret, and replays a window after a dry run', async () => {
+    await page.goto(`${base}/#/endpoints`);
+    await page.getByRole('button', { name: 'Create endpoint' }).click();
+    const create = page.getByRole('region', { name: 'Create an endpoint' });
+    await create.getByLabel('Name').fill('made');
+    await create.getByLabel('URL').fill(`${rx.url}/made`);
+    await create.getByLabel('Topics (comma-separated)').fill('order.created, Bad Topic');
+    await create.getByLabel('Description').fill('made in the dashboard');
+    await create.getByRole('button', { name: 'Create' }).click();
+    // The API's refusal beside the field it names, and nothing created.
+    const topics = create.getByLabel('Topics (comma-separated)');
+    await expect.poll(() => topics.getAttribute('aria-invalid')).toBe('true');
+    expect(await create.locator('.field-error').textContent()).toMatch(/^topics\[1\]: /);
+    expect((await api('GET', '/v1/endpoints/made', TOKENS.admin)).status).toBe(404);
+    await shoot('endpoint-create-error');
+    await topics.fill('order.created');
+    await create.getByRole('button', { name: 'Create' }).click();
+    const box = page.getByRole('region', { name: 'Secret of made' });
+    await box.waitFor();
+    expect(await box.textContent()).toContain('it will not be shown again');
+    const secret = (await box.getByLabel('Secret of made').textContent())!;
+    expect(secret.length).toBeGreaterThanOrEqual(16);
+    await page.getByRole('status').filter({ hasText: 'made created' }).waitFor();
+    expect((await api('GET', '/v1/endpoints/made', TOKENS.admin)).body).toMatchObject({ source: 'api', topics: ['order.created'] });
+    await shoot('endpoint-secret');
+    // Kept nowhere but on screen, and gone once hidden.
+    const kept = await page.evaluate<string>('JSON.stringify({ l: { ...localStorage }, s: { ...sessionStorage }, url: location.href })');
+    expect(kept).not.toContain(secret);
+    await box.getByRole('button', { name: 'I have saved it, hide it' }).click();
+    expect(await page.content()).not.toContain(secret);
+
+    // Edit: a bad timeout named beside its field, then the topics changed.
+    await page.getByRole('button', { name: 'Edit made' }).click();
+    const edit = page.getByRole('region', { name: 'Edit made' });
+    await edit.getByLabel('Timeout').fill('1ms');
+    await edit.getByRole('button', { name: 'Save' }).click();
+    await expect.poll(() => edit.getByLabel('Timeout').getAttribute('aria-invalid')).toBe('true');
+    await shoot('endpoint-edit-error');
+    await edit.getByLabel('Timeout').fill('5s');
+    await edit.getByLabel('Topics (comma-separated)').fill('order.created, invoice.paid');
+    await edit.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('status').filter({ hasText: 'made saved' }).waitFor();
+    expect((await api('GET', '/v1/endpoints/made', TOKENS.admin)).body).toMatchObject({
+      topics: ['order.created', 'invoice.paid'],
+      timeout_ms: 5000,
+      description: 'made in the dashboard',
+    });
+
+    // Rotate: the new secret shown once, the old one still signing during the overlap.
+    await page.getByRole('button', { name: 'Rotate secret made' }).click();
+    const rotate = page.getByRole('region', { name: 'Rotate the secret of made' });
+    expect(await rotate.getByLabel('Overlap').inputValue()).toBe('24h');
+    await rotate.getByRole('button', { name: 'Rotate' }).click();
+    const next = (await page.getByRole('region', { name: 'Secret of made' }).getByLabel('Secret of made').textContent())!;
+    expect(next.length).toBeGreaterThanOrEqual(16);
+    expect(next).not.toBe(secret);
+    expect((await api('GET', '/v1/endpoints/made', TOKENS.admin)).body.rotate_until).not.toBeNull();
+    await shoot('endpoint-rotated');
+    await page.getByRole('button', { name: 'I have saved it, hide it' }).click();
+
+    // Replay the last hour, completed jobs too: the dry run's counts first, nothing queued until confirmed.
+    const made = async (): Promise<number> =>
+      (await db.pool.query(`select count(*)::int as n from jobs where endpoint = 'made'`)).rows[0].n as number;
+    const before = await made();
+    await page.getByRole('button', { name: 'Replay made' }).click();
+    const replay = page.getByRole('region', { name: 'Replay made' });
+    await replay.getByLabel('Since').fill('1h');
+    await replay.getByLabel('Jobs').selectOption('all');
+    await replay.getByRole('button', { name: 'Count (dry run)' }).click();
+    const confirm = replay.getByRole('alertdialog');
+    await confirm.waitFor();
+    const dry = (await api('POST', '/v1/endpoints/made/replay', TOKENS.admin, { since: '1h', status: 'all', dry_run: true })).body;
+    const n = dry.reset + dry.created;
+    expect(n).toBeGreaterThan(0);
+    expect(await confirm.textContent()).toContain(`${n} jobs would be queued again`);
+    expect(await made()).toBe(before);
+    await shoot('endpoint-replay-confirm');
+    await confirm.getByRole('button', { name: `Replay ${n}` }).click();
+    await page
+      .getByRole('status')
+      .filter({ hasText: `${n} jobs of made queued again` })
+      .waitFor();
+    expect(await made()).toBe(before + dry.created);
+    await shoot('endpoints-api');
+  });
+
   it('a viewer sees no action buttons, and the server refuses the action anyway', async () => {
     const vctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     try {
@@ -320,7 +408,10 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
       await v.goto(`${base}/#/endpoints`);
       await signIn(v, TOKENS.viewer);
       await v.getByRole('region', { name: 'Endpoints' }).waitFor();
-      expect(await v.getByRole('button', { name: /^(Pause|Resume|Send a test)/ }).count()).toBe(0);
+      await v.getByRole('rowheader', { name: /^made/ }).waitFor();
+      expect(await v.getByRole('button', { name: /^(Pause|Resume|Send a test|Create endpoint|Edit|Rotate secret|Replay)/ }).count()).toBe(
+        0,
+      );
       await shoot('endpoints-viewer', v);
       await v.goto(`${base}/#/dead`);
       await v.getByRole('heading', { name: 'Dead letters' }).waitFor();
