@@ -129,6 +129,31 @@ async function waitStatus(eventId: string, status: string): Promise<string> {
   );
 }
 
+async function jobsFor(endpoint: string): Promise<number> {
+  return (await db.pool.query(`select count(*)::int as n from jobs where endpoint = $1`, [endpoint])).rows[0].n as number;
+}
+
+/** Our own checks of what the pages could break first, then axe-core's serious or critical violations: all must stay empty. */
+async function a11yProblems(p: Page = page): Promise<string[]> {
+  const found = await p.evaluate<string[]>(A11Y_CHECKS);
+  // Evaluated through the DevTools protocol, which the page's CSP does not govern; the page itself loads no script of ours.
+  await p.evaluate(AXE_SOURCE);
+  const violations = await p.evaluate(async () => {
+    const axe = (
+      globalThis as unknown as {
+        axe: {
+          run: (ctx: unknown, o: unknown) => Promise<{ violations: Array<{ id: string; impact: string | null; nodes: unknown[] }> }>;
+        };
+      }
+    ).axe;
+    const r = await axe.run((globalThis as unknown as { document: unknown }).document, { resultTypes: ['violations'] });
+    return r.violations
+      .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+      .map((v) => `${v.id} (${v.impact}, ${v.nodes.length})`);
+  });
+  return [...found, ...violations.map((v) => `axe: ${v}`)];
+}
+
 async function signIn(p: Page, token: string): Promise<void> {
   await p.getByLabel('API token').fill(token);
   await p.getByLabel('API token').press('Enter');
@@ -330,6 +355,7 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     expect(await create.locator('.field-error').textContent()).toMatch(/^topics\[1\]: /);
     expect((await api('GET', '/v1/endpoints/made', TOKENS.admin)).status).toBe(404);
     await shoot('endpoint-create-error');
+    expect(await a11yProblems()).toEqual([]);
     await topics.fill('order.created');
     await create.getByRole('button', { name: 'Create' }).click();
     const box = page.getByRole('region', { name: 'Secret of made' });
@@ -340,6 +366,7 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     await page.getByRole('status').filter({ hasText: 'made created' }).waitFor();
     expect((await api('GET', '/v1/endpoints/made', TOKENS.admin)).body).toMatchObject({ source: 'api', topics: ['order.created'] });
     await shoot('endpoint-secret');
+    expect(await a11yProblems()).toEqual([]);
     // Kept nowhere but on screen, and gone once hidden.
     const kept = await page.evaluate<string>('JSON.stringify({ l: { ...localStorage }, s: { ...sessionStorage }, url: location.href })');
     expect(kept).not.toContain(secret);
@@ -353,6 +380,7 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     await edit.getByRole('button', { name: 'Save' }).click();
     await expect.poll(() => edit.getByLabel('Timeout').getAttribute('aria-invalid')).toBe('true');
     await shoot('endpoint-edit-error');
+    expect(await a11yProblems()).toEqual([]);
     await edit.getByLabel('Timeout').fill('5s');
     await edit.getByLabel('Topics (comma-separated)').fill('order.created, invoice.paid');
     await edit.getByRole('button', { name: 'Save' }).click();
@@ -373,12 +401,11 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     expect(next).not.toBe(secret);
     expect((await api('GET', '/v1/endpoints/made', TOKENS.admin)).body.rotate_until).not.toBeNull();
     await shoot('endpoint-rotated');
+    expect(await a11yProblems()).toEqual([]);
     await page.getByRole('button', { name: 'I have saved it, hide it' }).click();
 
     // Replay the last hour, completed jobs too: the dry run's counts first, nothing queued until confirmed.
-    const made = async (): Promise<number> =>
-      (await db.pool.query(`select count(*)::int as n from jobs where endpoint = 'made'`)).rows[0].n as number;
-    const before = await made();
+    const before = await jobsFor('made');
     await page.getByRole('button', { name: 'Replay made' }).click();
     const replay = page.getByRole('region', { name: 'Replay made' });
     await replay.getByLabel('Since').fill('1h');
@@ -390,14 +417,15 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     const n = dry.reset + dry.created;
     expect(n).toBeGreaterThan(0);
     expect(await confirm.textContent()).toContain(`${n} jobs would be queued again`);
-    expect(await made()).toBe(before);
+    expect(await jobsFor('made')).toBe(before);
     await shoot('endpoint-replay-confirm');
+    expect(await a11yProblems()).toEqual([]);
     await confirm.getByRole('button', { name: `Replay ${n}` }).click();
     await page
       .getByRole('status')
       .filter({ hasText: `${n} jobs of made queued again` })
       .waitFor();
-    expect(await made()).toBe(before + dry.created);
+    expect(await jobsFor('made')).toBe(before + dry.created);
     await shoot('endpoints-api');
   });
 
@@ -488,31 +516,12 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
   });
 
   it('every page has its landmarks, one h1, labelled controls, named buttons and links, unique ids, and no serious axe-core violation', async () => {
-    // Our own checks of what the pages could break first, then axe-core's full rule set.
     const jobId = (await db.pool.query(`select id from jobs order by created_at desc limit 1`)).rows[0].id as string;
     for (const hash of ['#/', '#/jobs', `#/jobs/${jobId}`, '#/dead', '#/endpoints', '#/alerts']) {
       await page.goto(`${base}/${hash}`);
       await page.getByRole('heading', { level: 1 }).waitFor();
       await page.waitForLoadState('networkidle').catch(() => undefined);
-      const found = await page.evaluate<string[]>(A11Y_CHECKS);
-      expect({ hash, found }).toEqual({ hash, found: [] });
-      // And axe-core itself: no serious or critical violation (evaluated through the DevTools
-      // protocol, which the page's CSP does not govern; the page itself loads no script of ours).
-      await page.evaluate(AXE_SOURCE);
-      const violations = await page.evaluate(async () => {
-        const axe = (
-          globalThis as unknown as {
-            axe: {
-              run: (ctx: unknown, o: unknown) => Promise<{ violations: Array<{ id: string; impact: string | null; nodes: unknown[] }> }>;
-            };
-          }
-        ).axe;
-        const r = await axe.run((globalThis as unknown as { document: unknown }).document, { resultTypes: ['violations'] });
-        return r.violations
-          .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-          .map((v) => `${v.id} (${v.impact}, ${v.nodes.length})`);
-      });
-      expect({ hash, violations }).toEqual({ hash, violations: [] });
+      expect({ where: hash, problems: await a11yProblems() }).toEqual({ where: hash, problems: [] });
     }
     await page.goto(`${base}/#/`);
   });
