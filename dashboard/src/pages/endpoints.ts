@@ -2,7 +2,7 @@ import { html } from 'htm/preact';
 import type { VNode } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, ApiFail, type Endpoint } from '../api.js';
-import { ErrorNote, Status, Table, Time, useAction } from '../ui.js';
+import { absolute, ErrorNote, Status, Table, Time, useAction } from '../ui.js';
 
 /** What a row's run-time action opens above the table (one at a time). */
 type Panel = { kind: 'edit' | 'rotate' | 'replay'; endpoint: Endpoint };
@@ -49,6 +49,7 @@ export function EndpointsTable({
               <span class="name">${e.name}</span>
               <div class="muted small">${e.url}</div>
               <div class="muted small">${e.source === 'api' ? 'created through the API' : 'from the config file'}</div>
+              ${e.rotate_until ? html`<div class="small">secret rotating until <${Time} iso=${e.rotate_until} /></div>` : null}
             </th>
             <td>
               <${Status} status=${e.paused ? 'paused' : e.circuit.state} />
@@ -443,15 +444,16 @@ export function EndpointsPage({ admin }: { admin: boolean }): VNode {
   }, []);
   const [panel, setPanel] = useState<Panel | { kind: 'create' } | null>(null);
   const [secret, setSecret] = useState<{ name: string; secret: string; note: string } | null>(null);
-  const [run, note] = useAction();
+  const [message, setMessage] = useState<string | null>(null);
   const done = (text: string): void => {
     setPanel(null);
     load();
-    void run(async () => text);
+    setMessage(text);
   };
   const open = (p: Panel | { kind: 'create' }): void => {
     setPanel(p);
     setSecret(null);
+    setMessage(null);
   };
   const cancel = (): void => setPanel(null);
   const form = (): VNode | null => {
@@ -473,7 +475,7 @@ export function EndpointsPage({ admin }: { admin: boolean }): VNode {
         endpoint=${e}
         onCancel=${cancel}
         onSecret=${(s: string, until: string) => {
-          setSecret({ name: e.name, secret: s, note: `Both secrets sign deliveries until ${new Date(until).toLocaleString()}.` });
+          setSecret({ name: e.name, secret: s, note: `Both secrets sign deliveries until ${absolute(until)}.` });
           done(`A new secret for ${e.name}.`);
         }}
       />`;
@@ -486,7 +488,8 @@ export function EndpointsPage({ admin }: { admin: boolean }): VNode {
       >, <code>acw-webhooks endpoints add</code>). Success rate and durations cover the last window shown.
     </p>
     ${admin && !panel ? html`<div class="actions-bar"><button type="button" class="primary" onClick=${() => open({ kind: 'create' })}>Create endpoint</button></div>` : null}
-    ${secret ? html`<${SecretBox} ...${secret} onDismiss=${() => setSecret(null)} />` : null} ${form()} ${note}
+    ${secret ? html`<${SecretBox} ...${secret} onDismiss=${() => setSecret(null)} />` : null} ${form()}
+    ${message ? html`<p class="ok" role="status">${message}</p>` : null}
     <${ErrorNote} error=${error} />
     ${
       items
