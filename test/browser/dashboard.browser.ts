@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
 import { startProc, type Proc } from '../helpers/procs.js';
-import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { startReceiver, type ReceivedRequest, type Receiver } from '../helpers/receiver.js';
+import { verifyWebhook } from '../../src/verify.js';
 
 /** axe-core's browser build, run in each page (issue 17: no serious or critical violations). */
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
@@ -127,6 +128,13 @@ async function waitStatus(eventId: string, status: string): Promise<string> {
     20_000,
     100,
   );
+}
+
+/** A test event sent to a stored endpoint, as its receiver got it. */
+async function testDelivery(endpoint: string): Promise<ReceivedRequest> {
+  const seen = rx.requests.length;
+  expect((await api('POST', `/v1/endpoints/${endpoint}/test`, TOKENS.admin)).status).toBe(202);
+  return waitFor(async () => rx.requests.slice(seen).find((r) => r.url === `/${endpoint}`), 20_000, 50);
 }
 
 async function jobsFor(endpoint: string): Promise<number> {
@@ -372,6 +380,10 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     expect(kept).not.toContain(secret);
     await box.getByRole('button', { name: 'I have saved it, hide it' }).click();
     expect(await page.content()).not.toContain(secret);
+    // The secret shown is the one that signs.
+    const first = await testDelivery('made');
+    expect(verifyWebhook({ secret, headers: first.headers, body: first.body })).toBe(true);
+    expect(verifyWebhook({ secret: 'not-the-secret-at-all', headers: first.headers, body: first.body })).toBe(false);
 
     // Edit: a bad timeout named beside its field, then the topics changed.
     await page.getByRole('button', { name: 'Edit made' }).click();
@@ -400,6 +412,9 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     expect(next.length).toBeGreaterThanOrEqual(16);
     expect(next).not.toBe(secret);
     expect((await api('GET', '/v1/endpoints/made', TOKENS.admin)).body.rotate_until).not.toBeNull();
+    const during = await testDelivery('made');
+    expect(verifyWebhook({ secret: next, headers: during.headers, body: during.body })).toBe(true);
+    expect(verifyWebhook({ secret, headers: during.headers, body: during.body })).toBe(true);
     await shoot('endpoint-rotated');
     expect(await a11yProblems()).toEqual([]);
     await page.getByRole('button', { name: 'I have saved it, hide it' }).click();
@@ -454,6 +469,15 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
         return [r.status, ((await r.json()) as { error: { code: string } }).error.code] as const;
       });
       expect(status).toEqual([403, 'forbidden']);
+      const created = await v.evaluate(async () => {
+        const r = await fetch('v1/endpoints', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ name: 'viewers', url: 'http://127.0.0.1:9/x', topics: ['a.b'] }),
+        });
+        return r.status;
+      });
+      expect(created).toBe(403);
       expect((await api('GET', '/v1/endpoints', TOKENS.admin)).body.items[0].paused).toBe(false);
     } finally {
       await vctx.close();

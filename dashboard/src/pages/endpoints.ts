@@ -227,7 +227,7 @@ function EndpointForm({
     <h2 id=${`${x}-h`}>${title}</h2>
     <form class="filters" onSubmit=${submit}>
       ${endpoint ? null : html`<${Field} id="c-name" name="name" label="Name" err=${err} placeholder="e.g. billing" required />`}
-      <${Field} id=${`${x}-url`} name="url" label="URL" type="url" value=${initial.url} err=${err} placeholder="https://…" required />
+      <${Field} id=${`${x}-url`} name="url" label="URL" value=${initial.url} err=${err} placeholder="https://…" required />
       <${Field}
         id=${`${x}-topics`}
         name="topics"
