@@ -394,6 +394,10 @@ function ReplayForm({ endpoint, onDone, onCancel }: { endpoint: Endpoint; onDone
   const left = pending ? Object.entries(pending.r.unchanged).filter(([, c]) => c > 0) : [];
   return html`<section aria-labelledby="rep-h" class="box">
     <h2 id="rep-h">Replay ${endpoint.name}</h2>
+    <p class="muted">
+      Queues again, with the same ids, this endpoint's jobs made in the window: the dead ones, or all of them (completed too); an event of
+      the window that has no job for it gets one.
+    </p>
     <form class="filters" onSubmit=${check}>
       <${Field} id="rep-since" name="since" label="Since" err=${err} placeholder="e.g. 2h or 2026-01-31T00:00:00Z" required />
       <${Field} id="rep-until" name="until" label="Until" err=${err} placeholder="now" />
@@ -401,7 +405,7 @@ function ReplayForm({ endpoint, onDone, onCancel }: { endpoint: Endpoint; onDone
         <label for="rep-status">Jobs</label>
         <select id="rep-status" name="status" aria-invalid=${fieldOf(err) === 'status'}>
           <option value="dead">dead only</option>
-          <option value="all">all (completed too)</option>
+          <option value="all">all</option>
         </select>
       </div>
       <${FormError} err=${err} fields=${['since', 'until', 'status']} />
