@@ -401,6 +401,7 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
       topics: ['order.created', 'invoice.paid'],
       timeout_ms: 5000,
       description: 'made in the dashboard',
+      enabled: true,
     });
 
     // Rotate: the new secret shown once, the old one still signing during the overlap.
