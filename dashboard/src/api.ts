@@ -47,6 +47,14 @@ export interface Endpoint {
   url: string;
   topics: string[];
   enabled: boolean;
+  description: string;
+  scheme: 'acw' | 'standard';
+  timeout_ms: number;
+  max_in_flight: number;
+  /** Deliveries per second across all processes; null: none. */
+  rate_limit: number | null;
+  /** A secret rotation under way until then; null: none. */
+  rotate_until: string | null;
   attempts: number;
   success_rate: number | null;
   p50_duration_ms: number | null;
@@ -114,9 +122,9 @@ export function onUnauthorized(f: () => void): void {
   unauthorized = f;
 }
 
-export async function api<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
+export async function api<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
   const init: RequestInit = { method, credentials: 'same-origin', headers: { accept: 'application/json' } };
-  if (method === 'POST') {
+  if (method === 'POST' || method === 'PATCH') {
     init.headers = { ...init.headers, 'content-type': 'application/json' };
     init.body = JSON.stringify(body ?? {});
   }
