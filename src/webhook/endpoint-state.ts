@@ -1,16 +1,27 @@
 import type pg from 'pg';
-import type { Config, Endpoint } from '../config/index.js';
+import type { Endpoint } from '../config/index.js';
 import { Listener } from '../db/listener.js';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { raiseEndpointAlert } from '../admin/endpoint-alerts.js';
 import { claimProbes } from '../queue/transitions.js';
 import type { ClaimedJob, JobOutcome } from '../queue/types.js';
 import { circuitSignal } from './circuit-signal.js';
 import { WEBHOOK_JOB } from './job.js';
+import {
+  closeAllCircuits,
+  ensureStateRows,
+  readHoldingStates,
+  reopenCutProbes,
+  reopenLateProbes,
+  settleCircuitAlert,
+  writeOutcomes,
+  type CircuitConfig,
+  type CircuitState,
+  type Delta,
+  type FlushRow,
+} from './endpoint-state-rows.js';
 
-export type CircuitConfig = Config['notify']['webhook']['circuit'];
-export type CircuitState = 'closed' | 'open' | 'half_open';
+export type { CircuitConfig, CircuitState };
 
 /** A probe still running this long after its connect timeout and attempt timeout sends the circuit back to open. */
 export const PROBE_MARGIN_MS = 5_000;
@@ -33,37 +44,6 @@ interface Cached {
   openAlertId: number | null;
 }
 
-/** Outcomes of one endpoint since the last flush. */
-interface Delta {
-  ok: number;
-  bad: number;
-  /** Failures after the last success in this delta (all of them when there was none). */
-  trailing: number;
-  err: string | null;
-  probeJob: string | null;
-  probeOk: boolean | null;
-}
-
-interface StateRow {
-  endpoint: string;
-  circuit: CircuitState;
-  paused: boolean;
-  next_probe_ms: number | null;
-  probe_deadline_ms: number | null;
-  opened_ms: number | null;
-  open_alert_id: string | null;
-  db_now_ms: number;
-}
-
-interface FlushRow {
-  endpoint: string;
-  old_circuit: CircuitState;
-  circuit: CircuitState;
-  consecutive_failures: number;
-  cooldown_ms: number | null;
-  last_error: string | null;
-}
-
 export interface EndpointStatesOptions {
   pool: pg.Pool;
   /** For the LISTEN connection. */
@@ -79,74 +59,6 @@ export interface EndpointStatesOptions {
   /** Outcomes are written at most this long after they happen. Default 100 ms. */
   flushMs?: number;
 }
-
-const STATE_COLUMNS = `endpoint, circuit, paused,
-  extract(epoch from next_probe_at)::float8 * 1000 as next_probe_ms,
-  extract(epoch from probe_deadline)::float8 * 1000 as probe_deadline_ms,
-  extract(epoch from opened_at)::float8 * 1000 as opened_ms, open_alert_id,
-  extract(epoch from now())::float8 * 1000 as db_now_ms`;
-
-/**
- * One flush: every endpoint's outcomes since the last one, in one statement, rows locked in name
- * order. The failure-rate window starts at a failure, so a closed endpoint that only succeeds is
- * never written; a row is written only when a value changes. It opens a closed circuit at the
- * failure threshold or rate; settles a half-open one on its probe's outcome (success: closed and
- * reset; failure: open again with the cool-down doubled up to its maximum).
- */
-const FLUSH_SQL = `with d as (
-    select * from unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::text[], $6::uuid[], $7::boolean[])
-      as d(ep, ok, bad, tail, err, probe_job, probe_ok)),
-  cur as (select s.* from endpoint_state s where s.endpoint in (select ep from d) order by s.endpoint for update),
-  w as (
-    select c.*, d.ok, d.bad, d.err, d.probe_ok,
-      (c.circuit = 'half_open' and d.probe_job is not null and d.probe_job = c.probe_job_id and d.probe_ok is not null) as probed,
-      case when d.ok > 0 then d.tail else c.consecutive_failures + d.bad end as cf,
-      (c.window_started_at is not null and c.window_started_at > now() - $11::float8 * interval '1 millisecond') as in_window
-    from cur c join d on d.ep = c.endpoint),
-  x as (
-    select w.*,
-      case when w.in_window then w.window_started_at when w.bad > 0 then now() end as ws,
-      case when w.in_window then w.window_attempts + w.ok + w.bad when w.bad > 0 then w.ok + w.bad else 0 end as wa,
-      case when w.in_window then w.window_failures + w.bad when w.bad > 0 then w.bad else 0 end as wf
-    from w),
-  n as (
-    select x.*,
-      case
-        when x.probed and x.probe_ok then 'closed'
-        when x.probed then 'open'
-        when x.circuit = 'closed' and $15::boolean and (x.cf >= $8::int or (x.wa >= $10::int and x.wf >= $9::float8 * x.wa)) then 'open'
-        else x.circuit end as nc
-    from x),
-  v as (
-    select n.endpoint, n.circuit as old_circuit, n.nc,
-      case when n.nc = 'closed' and n.circuit <> 'closed' then 0 else n.cf end as cf,
-      case when n.nc = 'closed' and n.circuit <> 'closed' then null else n.ws end as ws,
-      case when n.nc = 'closed' and n.circuit <> 'closed' then 0 else n.wa end as wa,
-      case when n.nc = 'closed' and n.circuit <> 'closed' then 0 else n.wf end as wf,
-      case when n.nc = n.circuit then n.cooldown_ms
-           when n.nc = 'open' and n.circuit = 'closed' then $12::int
-           when n.nc = 'open' then least(coalesce(n.cooldown_ms, $12::int)::bigint * 2, $13::int)::int end as cd,
-      coalesce(n.err, n.last_error) as le,
-      case when n.err is not null then now() else n.last_error_at end as lea
-    from n),
-  upd as (
-    update endpoint_state s set
-      circuit = v.nc,
-      circuit_since = case when v.nc <> v.old_circuit then now() else s.circuit_since end,
-      opened_at = case when v.nc = 'closed' then null when v.old_circuit = 'closed' then now() else s.opened_at end,
-      next_probe_at = case when v.nc = 'open' and v.nc <> v.old_circuit then now() + v.cd * interval '1 millisecond'
-                           when v.nc = 'closed' then null else s.next_probe_at end,
-      cooldown_ms = v.cd,
-      probe_job_id = case when v.nc = 'half_open' then s.probe_job_id end,
-      probe_deadline = case when v.nc = 'half_open' then s.probe_deadline end,
-      consecutive_failures = v.cf, window_started_at = v.ws, window_attempts = v.wa, window_failures = v.wf,
-      last_error = v.le, last_error_at = v.lea, updated_at = now()
-    from v
-    where s.endpoint = v.endpoint
-      and (v.nc, v.cf, v.ws, v.wa, v.wf, v.cd, v.le, v.lea) is distinct from
-          (s.circuit, s.consecutive_failures, s.window_started_at, s.window_attempts, s.window_failures, s.cooldown_ms, s.last_error, s.last_error_at)
-    returning s.endpoint, v.old_circuit, s.circuit, s.consecutive_failures, s.cooldown_ms, s.last_error)
-  select upd.*, case when upd.circuit <> upd.old_circuit then pg_notify($14::text, upd.endpoint) end is null as _n from upd`;
 
 /**
  * Endpoint state shared through PostgreSQL (docs/operations.md#circuit-breaker), as one process
@@ -266,13 +178,7 @@ export class EndpointStates {
   async ensureRows(): Promise<void> {
     const eps = this.opts.endpoints();
     if (this.rowsFor === eps) return;
-    const names = [...eps.keys()].toSorted();
-    if (names.length > 0) {
-      await this.opts.pool.query(
-        `insert into endpoint_state (endpoint) select unnest($1::text[]) order by 1 on conflict (endpoint) do nothing`,
-        [names],
-      );
-    }
+    await ensureStateRows(this.opts.pool, [...eps.keys()]);
     this.rowsFor = eps;
   }
 
@@ -283,19 +189,11 @@ export class EndpointStates {
     // With the breaker off, nothing would ever close a circuit left open (or half-open) before:
     // close them now, so their endpoints deliver again (a recovery alert follows if one was raised).
     if (!this.circuitOn) {
-      const closed = await this.opts.pool.query<{ endpoint: string }>(
-        `with c as (select endpoint from endpoint_state where circuit <> 'closed' order by endpoint for update)
-         update endpoint_state s set circuit = 'closed', circuit_since = now(), opened_at = null, next_probe_at = null,
-           cooldown_ms = null, probe_job_id = null, probe_deadline = null, consecutive_failures = 0,
-           window_started_at = null, window_attempts = 0, window_failures = 0, updated_at = now()
-         from c where s.endpoint = c.endpoint
-         returning s.endpoint, pg_notify($1, s.endpoint) is null as _n`,
-        [this.opts.channel],
-      );
-      for (const r of closed.rows) {
+      const closed = await closeAllCircuits(this.opts.pool, this.opts.channel);
+      for (const endpoint of closed) {
         this.opts.log.info(
-          { event: 'endpoint.circuit_closed', endpoint: r.endpoint, reason: 'circuit_disabled' },
-          `endpoint ${r.endpoint}: circuit closed (notify.webhook.circuit.enabled is false)`,
+          { event: 'endpoint.circuit_closed', endpoint, reason: 'circuit_disabled' },
+          `endpoint ${endpoint}: circuit closed (notify.webhook.circuit.enabled is false)`,
         );
       }
     }
@@ -319,16 +217,7 @@ export class EndpointStates {
     if (this.deltas.size > 0) await this.flush().catch(() => undefined);
     // Probes cut short by this stop settle nothing: let another process probe at once rather than
     // wait out the deadline (which would also double the cool-down).
-    const cut = [...this.probes.keys(), ...this.abandoned];
-    if (cut.length > 0) {
-      await this.opts.pool
-        .query(
-          `update endpoint_state set circuit = 'open', next_probe_at = now(), probe_job_id = null, probe_deadline = null, updated_at = now()
-           where circuit = 'half_open' and probe_job_id = any($1::uuid[])`,
-          [cut],
-        )
-        .catch(() => undefined);
-    }
+    await reopenCutProbes(this.opts.pool, [...this.probes.keys(), ...this.abandoned]).catch(() => undefined);
     await this.listener?.close();
   }
 
@@ -368,31 +257,9 @@ export class EndpointStates {
     if (this.deltas.size === 0) return;
     const batch = [...this.deltas].toSorted(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     this.deltas.clear();
-    const c = this.opts.circuit;
     let rows: FlushRow[];
     try {
-      const res = await this.opts.pool.query<FlushRow>({
-        name: 'acw_endpoint_flush',
-        text: FLUSH_SQL,
-        values: [
-          batch.map(([ep]) => ep),
-          batch.map(([, d]) => d.ok),
-          batch.map(([, d]) => d.bad),
-          batch.map(([, d]) => d.trailing),
-          batch.map(([, d]) => d.err),
-          batch.map(([, d]) => d.probeJob),
-          batch.map(([, d]) => d.probeOk),
-          c.failure_threshold,
-          c.failure_rate,
-          c.min_attempts,
-          c.window,
-          Math.min(c.cooldown, 2 ** 31 - 1),
-          Math.min(c.cooldown_max, 2 ** 31 - 1),
-          this.opts.channel,
-          c.enabled,
-        ],
-      });
-      rows = res.rows;
+      rows = await writeOutcomes(this.opts.pool, batch, this.opts.circuit, this.opts.channel);
     } catch (err) {
       for (const [ep, d] of batch) this.merge(ep, d);
       throw err;
@@ -468,13 +335,11 @@ export class EndpointStates {
   private async refresh(): Promise<void> {
     this.refreshWanted = false;
     this.lastRefresh = Date.now();
-    const res = await this.opts.pool.query<StateRow>(
-      `select ${STATE_COLUMNS} from endpoint_state where circuit <> 'closed' or paused or open_alert_id is not null`,
-    );
+    const rows = await readHoldingStates(this.opts.pool);
     const localNow = Date.now();
     const next = new Map<string, Cached>();
     const local = (ms: number | null, dbNow: number): number | null => (ms === null ? null : ms - (dbNow - localNow));
-    for (const r of res.rows) {
+    for (const r of rows) {
       next.set(r.endpoint, {
         circuit: r.circuit,
         paused: r.paused,
@@ -566,20 +431,8 @@ export class EndpointStates {
       .filter(([, s]) => s.circuit === 'half_open' && s.probeDeadline !== null && s.probeDeadline <= now)
       .map(([n]) => n);
     if (late.length === 0) return;
-    const c = this.opts.circuit;
-    const res = await this.opts.pool.query<{ endpoint: string; cooldown_ms: number }>(
-      `with late as (
-         select endpoint from endpoint_state where endpoint = any($1::text[]) and circuit = 'half_open' and probe_deadline <= now()
-         order by endpoint for update skip locked)
-       update endpoint_state s set circuit = 'open', circuit_since = now(),
-         cooldown_ms = least(coalesce(s.cooldown_ms, $2::int)::bigint * 2, $3::int)::int,
-         next_probe_at = now() + least(coalesce(s.cooldown_ms, $2::int)::bigint * 2, $3::int) * interval '1 millisecond',
-         probe_job_id = null, probe_deadline = null, updated_at = now()
-       from late where s.endpoint = late.endpoint
-       returning s.endpoint, s.cooldown_ms, pg_notify($4, s.endpoint) is null as _n`,
-      [late.toSorted(), Math.min(c.cooldown, 2 ** 31 - 1), Math.min(c.cooldown_max, 2 ** 31 - 1), this.opts.channel],
-    );
-    for (const r of res.rows) {
+    const reopened = await reopenLateProbes(this.opts.pool, late, this.opts.circuit, this.opts.channel);
+    for (const r of reopened) {
       this.opts.log.warn(
         {
           event: 'endpoint.circuit_opened',
@@ -592,7 +445,7 @@ export class EndpointStates {
         `endpoint ${r.endpoint}: probe outlived its deadline, circuit open again`,
       );
     }
-    if (res.rows.length > 0) await this.refresh();
+    if (reopened.length > 0) await this.refresh();
   }
 
   /**
@@ -609,57 +462,17 @@ export class EndpointStates {
     );
     if (owed.length === 0) return;
     for (const [name] of owed.toSorted(([a], [b]) => (a < b ? -1 : 1))) {
-      const client = await this.opts.pool.connect();
-      try {
-        await client.query('begin');
-        const row = await client.query<{
-          circuit: CircuitState;
-          open_alert_id: string | null;
-          opened_at: Date | null;
-          last_error: string | null;
-          consecutive_failures: number;
-          open_for_ms: number | null;
-        }>(
-          `select circuit, open_alert_id, opened_at, last_error, consecutive_failures,
-             (extract(epoch from now() - opened_at) * 1000)::float8 as open_for_ms
-           from endpoint_state where endpoint = $1 for update skip locked`,
-          [name],
+      const raised = await settleCircuitAlert(this.opts.pool, this.opts.alertsChannel, name, after);
+      if (raised?.action === 'endpoint.circuit_opened') {
+        this.opts.log.warn(
+          { event: 'endpoint.alert', endpoint: name, action: raised.action, alert_id: raised.id },
+          `endpoint ${name} has been down since ${raised.openedAt?.toISOString()}`,
         );
-        const r = row.rows[0];
-        if (r && r.circuit !== 'closed' && r.open_alert_id === null && r.open_for_ms !== null && r.open_for_ms >= after) {
-          const id = await raiseEndpointAlert(client, this.opts.alertsChannel, {
-            action: 'endpoint.circuit_opened',
-            endpoint: name,
-            details: {
-              opened_at: r.opened_at?.toISOString() ?? null,
-              open_for_ms: Math.round(r.open_for_ms),
-              last_error: r.last_error,
-              consecutive_failures: r.consecutive_failures,
-            },
-          });
-          await client.query(`update endpoint_state set open_alert_id = $2, updated_at = now() where endpoint = $1`, [name, id]);
-          this.opts.log.warn(
-            { event: 'endpoint.alert', endpoint: name, action: 'endpoint.circuit_opened', alert_id: id },
-            `endpoint ${name} has been down since ${r.opened_at?.toISOString()}`,
-          );
-        } else if (r && r.circuit === 'closed' && r.open_alert_id !== null) {
-          const id = await raiseEndpointAlert(client, this.opts.alertsChannel, {
-            action: 'endpoint.circuit_closed',
-            endpoint: name,
-            details: { open_alert_id: Number(r.open_alert_id) },
-          });
-          await client.query(`update endpoint_state set open_alert_id = null, updated_at = now() where endpoint = $1`, [name]);
-          this.opts.log.info(
-            { event: 'endpoint.alert', endpoint: name, action: 'endpoint.circuit_closed', alert_id: id },
-            `endpoint ${name} has recovered`,
-          );
-        }
-        await client.query('commit');
-      } catch (err) {
-        await client.query('rollback').catch(() => undefined);
-        throw err;
-      } finally {
-        client.release();
+      } else if (raised) {
+        this.opts.log.info(
+          { event: 'endpoint.alert', endpoint: name, action: raised.action, alert_id: raised.id },
+          `endpoint ${name} has recovered`,
+        );
       }
     }
     await this.refresh();

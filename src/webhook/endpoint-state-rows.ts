@@ -1,0 +1,275 @@
+import type pg from 'pg';
+import type { Config } from '../config/index.js';
+import type { Queryable } from '../db/pool.js';
+import { raiseEndpointAlert } from '../admin/endpoint-alerts.js';
+
+/**
+ * Every statement on `endpoint_state` that the circuit breaker runs (docs/operations.md#circuit-breaker);
+ * src/webhook/endpoint-state.ts decides when. Times come from the database clock; rows are locked in
+ * name order wherever several are, so two processes never deadlock on them.
+ */
+
+export type CircuitConfig = Config['notify']['webhook']['circuit'];
+export type CircuitState = 'closed' | 'open' | 'half_open';
+
+/** Outcomes of one endpoint since the last flush. */
+export interface Delta {
+  ok: number;
+  bad: number;
+  /** Failures after the last success in this delta (all of them when there was none). */
+  trailing: number;
+  err: string | null;
+  probeJob: string | null;
+  probeOk: boolean | null;
+}
+
+export interface StateRow {
+  endpoint: string;
+  circuit: CircuitState;
+  paused: boolean;
+  next_probe_ms: number | null;
+  probe_deadline_ms: number | null;
+  opened_ms: number | null;
+  open_alert_id: string | null;
+  db_now_ms: number;
+}
+
+export interface FlushRow {
+  endpoint: string;
+  old_circuit: CircuitState;
+  circuit: CircuitState;
+  consecutive_failures: number;
+  cooldown_ms: number | null;
+  last_error: string | null;
+}
+
+const STATE_COLUMNS = `endpoint, circuit, paused,
+  extract(epoch from next_probe_at)::float8 * 1000 as next_probe_ms,
+  extract(epoch from probe_deadline)::float8 * 1000 as probe_deadline_ms,
+  extract(epoch from opened_at)::float8 * 1000 as opened_ms, open_alert_id,
+  extract(epoch from now())::float8 * 1000 as db_now_ms`;
+
+/**
+ * One flush: every endpoint's outcomes since the last one, in one statement, rows locked in name
+ * order. The failure-rate window starts at a failure, so a closed endpoint that only succeeds is
+ * never written; a row is written only when a value changes. It opens a closed circuit at the
+ * failure threshold or rate; settles a half-open one on its probe's outcome (success: closed and
+ * reset; failure: open again with the cool-down doubled up to its maximum).
+ */
+const FLUSH_SQL = `with d as (
+    select * from unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::text[], $6::uuid[], $7::boolean[])
+      as d(ep, ok, bad, tail, err, probe_job, probe_ok)),
+  cur as (select s.* from endpoint_state s where s.endpoint in (select ep from d) order by s.endpoint for update),
+  w as (
+    select c.*, d.ok, d.bad, d.err, d.probe_ok,
+      (c.circuit = 'half_open' and d.probe_job is not null and d.probe_job = c.probe_job_id and d.probe_ok is not null) as probed,
+      case when d.ok > 0 then d.tail else c.consecutive_failures + d.bad end as cf,
+      (c.window_started_at is not null and c.window_started_at > now() - $11::float8 * interval '1 millisecond') as in_window
+    from cur c join d on d.ep = c.endpoint),
+  x as (
+    select w.*,
+      case when w.in_window then w.window_started_at when w.bad > 0 then now() end as ws,
+      case when w.in_window then w.window_attempts + w.ok + w.bad when w.bad > 0 then w.ok + w.bad else 0 end as wa,
+      case when w.in_window then w.window_failures + w.bad when w.bad > 0 then w.bad else 0 end as wf
+    from w),
+  n as (
+    select x.*,
+      case
+        when x.probed and x.probe_ok then 'closed'
+        when x.probed then 'open'
+        when x.circuit = 'closed' and $15::boolean and (x.cf >= $8::int or (x.wa >= $10::int and x.wf >= $9::float8 * x.wa)) then 'open'
+        else x.circuit end as nc
+    from x),
+  v as (
+    select n.endpoint, n.circuit as old_circuit, n.nc,
+      case when n.nc = 'closed' and n.circuit <> 'closed' then 0 else n.cf end as cf,
+      case when n.nc = 'closed' and n.circuit <> 'closed' then null else n.ws end as ws,
+      case when n.nc = 'closed' and n.circuit <> 'closed' then 0 else n.wa end as wa,
+      case when n.nc = 'closed' and n.circuit <> 'closed' then 0 else n.wf end as wf,
+      case when n.nc = n.circuit then n.cooldown_ms
+           when n.nc = 'open' and n.circuit = 'closed' then $12::int
+           when n.nc = 'open' then least(coalesce(n.cooldown_ms, $12::int)::bigint * 2, $13::int)::int end as cd,
+      coalesce(n.err, n.last_error) as le,
+      case when n.err is not null then now() else n.last_error_at end as lea
+    from n),
+  upd as (
+    update endpoint_state s set
+      circuit = v.nc,
+      circuit_since = case when v.nc <> v.old_circuit then now() else s.circuit_since end,
+      opened_at = case when v.nc = 'closed' then null when v.old_circuit = 'closed' then now() else s.opened_at end,
+      next_probe_at = case when v.nc = 'open' and v.nc <> v.old_circuit then now() + v.cd * interval '1 millisecond'
+                           when v.nc = 'closed' then null else s.next_probe_at end,
+      cooldown_ms = v.cd,
+      probe_job_id = case when v.nc = 'half_open' then s.probe_job_id end,
+      probe_deadline = case when v.nc = 'half_open' then s.probe_deadline end,
+      consecutive_failures = v.cf, window_started_at = v.ws, window_attempts = v.wa, window_failures = v.wf,
+      last_error = v.le, last_error_at = v.lea, updated_at = now()
+    from v
+    where s.endpoint = v.endpoint
+      and (v.nc, v.cf, v.ws, v.wa, v.wf, v.cd, v.le, v.lea) is distinct from
+          (s.circuit, s.consecutive_failures, s.window_started_at, s.window_attempts, s.window_failures, s.cooldown_ms, s.last_error, s.last_error_at)
+    returning s.endpoint, v.old_circuit, s.circuit, s.consecutive_failures, s.cooldown_ms, s.last_error)
+  select upd.*, case when upd.circuit <> upd.old_circuit then pg_notify($14::text, upd.endpoint) end is null as _n from upd`;
+
+/** Durations as int4 milliseconds, as the state row stores them. */
+const ms = (v: number): number => Math.min(v, 2 ** 31 - 1);
+
+/** Every endpoint delivered to gets its row (a rate limit's bucket lives there). */
+export async function ensureStateRows(db: Queryable, names: readonly string[]): Promise<void> {
+  if (names.length === 0) return;
+  await db.query(`insert into endpoint_state (endpoint) select unnest($1::text[]) order by 1 on conflict (endpoint) do nothing`, [
+    [...names].toSorted(),
+  ]);
+}
+
+/** The rows that hold jobs or owe an alert. */
+export async function readHoldingStates(db: Queryable): Promise<StateRow[]> {
+  const res = await db.query<StateRow>(
+    `select ${STATE_COLUMNS} from endpoint_state where circuit <> 'closed' or paused or open_alert_id is not null`,
+  );
+  return res.rows;
+}
+
+/** One flush (FLUSH_SQL): the rows whose values changed, with their circuit before and after. */
+export async function writeOutcomes(
+  db: Queryable,
+  batch: ReadonlyArray<readonly [string, Delta]>,
+  c: CircuitConfig,
+  channel: string,
+): Promise<FlushRow[]> {
+  const res = await db.query<FlushRow>({
+    name: 'acw_endpoint_flush',
+    text: FLUSH_SQL,
+    values: [
+      batch.map(([ep]) => ep),
+      batch.map(([, d]) => d.ok),
+      batch.map(([, d]) => d.bad),
+      batch.map(([, d]) => d.trailing),
+      batch.map(([, d]) => d.err),
+      batch.map(([, d]) => d.probeJob),
+      batch.map(([, d]) => d.probeOk),
+      c.failure_threshold,
+      c.failure_rate,
+      c.min_attempts,
+      c.window,
+      ms(c.cooldown),
+      ms(c.cooldown_max),
+      channel,
+      c.enabled,
+    ],
+  });
+  return res.rows;
+}
+
+/** With the breaker off: close every circuit left open or half-open. Returns the endpoints closed. */
+export async function closeAllCircuits(db: Queryable, channel: string): Promise<string[]> {
+  const res = await db.query<{ endpoint: string }>(
+    `with c as (select endpoint from endpoint_state where circuit <> 'closed' order by endpoint for update)
+     update endpoint_state s set circuit = 'closed', circuit_since = now(), opened_at = null, next_probe_at = null,
+       cooldown_ms = null, probe_job_id = null, probe_deadline = null, consecutive_failures = 0,
+       window_started_at = null, window_attempts = 0, window_failures = 0, updated_at = now()
+     from c where s.endpoint = c.endpoint
+     returning s.endpoint, pg_notify($1, s.endpoint) is null as _n`,
+    [channel],
+  );
+  return res.rows.map((r) => r.endpoint);
+}
+
+/** Probes cut short by a stop: their circuits are due for a probe at once (not at the deadline, doubled). */
+export async function reopenCutProbes(db: Queryable, probeJobIds: readonly string[]): Promise<void> {
+  if (probeJobIds.length === 0) return;
+  await db.query(
+    `update endpoint_state set circuit = 'open', next_probe_at = now(), probe_job_id = null, probe_deadline = null, updated_at = now()
+     where circuit = 'half_open' and probe_job_id = any($1::uuid[])`,
+    [probeJobIds],
+  );
+}
+
+/** Half-open circuits whose probe outlived its deadline: open again, cool-down doubled. */
+export async function reopenLateProbes(
+  db: Queryable,
+  names: readonly string[],
+  c: CircuitConfig,
+  channel: string,
+): Promise<Array<{ endpoint: string; cooldown_ms: number }>> {
+  if (names.length === 0) return [];
+  const res = await db.query<{ endpoint: string; cooldown_ms: number }>(
+    `with late as (
+       select endpoint from endpoint_state where endpoint = any($1::text[]) and circuit = 'half_open' and probe_deadline <= now()
+       order by endpoint for update skip locked)
+     update endpoint_state s set circuit = 'open', circuit_since = now(),
+       cooldown_ms = least(coalesce(s.cooldown_ms, $2::int)::bigint * 2, $3::int)::int,
+       next_probe_at = now() + least(coalesce(s.cooldown_ms, $2::int)::bigint * 2, $3::int) * interval '1 millisecond',
+       probe_job_id = null, probe_deadline = null, updated_at = now()
+     from late where s.endpoint = late.endpoint
+     returning s.endpoint, s.cooldown_ms, pg_notify($4, s.endpoint) is null as _n`,
+    [[...names].toSorted(), ms(c.cooldown), ms(c.cooldown_max), channel],
+  );
+  return res.rows;
+}
+
+/** What settleCircuitAlert raised, if anything. */
+export type RaisedAlert =
+  | { action: 'endpoint.circuit_opened'; id: number; openedAt: Date | null }
+  | { action: 'endpoint.circuit_closed'; id: number };
+
+/**
+ * One endpoint's owed alert, in the transaction that marks its row, so it is raised exactly once
+ * across processes: open longer than `alertAfterMs` and not yet alerted -> `endpoint.circuit_opened`;
+ * closed with that alert raised -> `endpoint.circuit_closed`. A row another process holds is skipped.
+ */
+export async function settleCircuitAlert(
+  pool: pg.Pool,
+  alertsChannel: string,
+  name: string,
+  alertAfterMs: number,
+): Promise<RaisedAlert | null> {
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    const row = await client.query<{
+      circuit: CircuitState;
+      open_alert_id: string | null;
+      opened_at: Date | null;
+      last_error: string | null;
+      consecutive_failures: number;
+      open_for_ms: number | null;
+    }>(
+      `select circuit, open_alert_id, opened_at, last_error, consecutive_failures,
+         (extract(epoch from now() - opened_at) * 1000)::float8 as open_for_ms
+       from endpoint_state where endpoint = $1 for update skip locked`,
+      [name],
+    );
+    const r = row.rows[0];
+    let raised: RaisedAlert | null = null;
+    if (r && r.circuit !== 'closed' && r.open_alert_id === null && r.open_for_ms !== null && r.open_for_ms >= alertAfterMs) {
+      const id = await raiseEndpointAlert(client, alertsChannel, {
+        action: 'endpoint.circuit_opened',
+        endpoint: name,
+        details: {
+          opened_at: r.opened_at?.toISOString() ?? null,
+          open_for_ms: Math.round(r.open_for_ms),
+          last_error: r.last_error,
+          consecutive_failures: r.consecutive_failures,
+        },
+      });
+      await client.query(`update endpoint_state set open_alert_id = $2, updated_at = now() where endpoint = $1`, [name, id]);
+      raised = { action: 'endpoint.circuit_opened', id, openedAt: r.opened_at };
+    } else if (r && r.circuit === 'closed' && r.open_alert_id !== null) {
+      const id = await raiseEndpointAlert(client, alertsChannel, {
+        action: 'endpoint.circuit_closed',
+        endpoint: name,
+        details: { open_alert_id: Number(r.open_alert_id) },
+      });
+      await client.query(`update endpoint_state set open_alert_id = null, updated_at = now() where endpoint = $1`, [name]);
+      raised = { action: 'endpoint.circuit_closed', id };
+    }
+    await client.query('commit');
+    return raised;
+  } catch (err) {
+    await client.query('rollback').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}
