@@ -37,12 +37,17 @@ export interface TransactionOptions {
    * Only for work that is redone, identically, if a database crash loses it.
    */
   asyncCommit?: boolean;
+  /**
+   * Read the transaction's `now()` (what a `default now()` column gets) in the same round trip as
+   * `begin`, as whole epoch milliseconds: passed to `fn` as its second argument (NaN when not asked).
+   */
+  readNow?: boolean;
 }
 
 /** Run `fn` inside one transaction on a pooled client, rolling back on error. */
 export async function withTransaction<T>(
   pool: pg.Pool,
-  fn: (client: pg.PoolClient) => Promise<T>,
+  fn: (client: pg.PoolClient, nowMs: number) => Promise<T>,
   opts: TransactionOptions = {},
 ): Promise<T> {
   const client = await pool.connect();
@@ -50,9 +55,13 @@ export async function withTransaction<T>(
   // the error, the pool destroys it instead of handing it out again.
   let broken: Error | undefined;
   try {
-    // One round trip either way: without parameters this goes as a simple query.
-    await client.query(opts.asyncCommit ? 'begin; set local synchronous_commit = off' : 'begin');
-    const result = await fn(client);
+    // One round trip whatever is asked: without parameters this goes as a simple query.
+    const sql = ['begin'];
+    if (opts.asyncCommit) sql.push('set local synchronous_commit = off');
+    if (opts.readNow) sql.push('select floor(extract(epoch from now()) * 1000)::float8 as now_ms');
+    const began = (await client.query(sql.join('; '))) as unknown as pg.QueryResult | pg.QueryResult[];
+    const nowMs = opts.readNow && Array.isArray(began) ? Number((began.at(-1)!.rows[0] as { now_ms: number }).now_ms) : Number.NaN;
+    const result = await fn(client, nowMs);
     await client.query('commit');
     return result;
   } catch (err) {

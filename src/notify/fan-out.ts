@@ -4,7 +4,7 @@ import type { Logger } from '../log.js';
 import type { Handover, JobAdopter } from '../queue/handover.js';
 import { insertJobs } from '../queue/transitions.js';
 import type { NewJob } from '../queue/types.js';
-import { WEBHOOK_JOB, buildBody, webhookJobId, type DeliverPayload } from '../webhook/job.js';
+import { WEBHOOK_JOB, buildBody, buildBodyWithData, webhookJobId, type DeliverPayload } from '../webhook/job.js';
 
 /**
  * The fan-out: one event becomes one in-app notification per recipient and one `webhook.deliver`
@@ -18,6 +18,8 @@ export interface EventRow {
   data: unknown;
   recipients: string[];
   created_at: Date;
+  /** `data` as JSON text, when the caller has it already (see buildBodyWithData). */
+  dataJson?: string;
 }
 
 export interface FanOutContext {
@@ -106,7 +108,10 @@ export async function writeFanOut(
     if (endpoints.length > 0) {
       const payload: DeliverPayload = {
         topic: ev.topic,
-        body: buildBody({ id: ev.id, topic: ev.topic, occurredAt: ev.created_at, data: ev.data }),
+        body:
+          ev.dataJson === undefined
+            ? buildBody({ id: ev.id, topic: ev.topic, occurredAt: ev.created_at, data: ev.data })
+            : buildBodyWithData({ id: ev.id, topic: ev.topic, occurredAt: ev.created_at }, ev.dataJson),
       };
       endpoints.forEach((name, k) =>
         jobs.push({ id: result.job_ids[k], type: WEBHOOK_JOB, payload, maxAttempts: ctx.maxAttempts, eventId: ev.id, endpoint: name }),

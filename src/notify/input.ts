@@ -24,6 +24,22 @@ function deeperThan(value: unknown, limit: number, depth = 1): boolean {
 const ESCAPED_NUL = /(?<!\\)(?:\\\\)*\\u0000/;
 const ESCAPED_SURROGATE = /(?<!\\)(?:\\\\)*\\ud[89a-f][0-9a-f]{2}/;
 
+/**
+ * The JSON text eventData's check made of each object it accepted, so that notify can put the data
+ * into its rows and bodies without serialising it again. Weak: it lives as long as the value does.
+ * A validated value must not be changed afterwards (nothing here does).
+ */
+const serialised = new WeakMap<object, string>();
+
+/** The JSON text of an event's data: the one its validation made, or JSON.stringify's (undefined as null). */
+export function dataJson(value: unknown): string {
+  if (typeof value === 'object' && value !== null) {
+    const text = serialised.get(value);
+    if (text !== undefined) return text;
+  }
+  return JSON.stringify(value === undefined ? null : value);
+}
+
 /** JSON data an event may carry: serialisable, no NUL characters or lone surrogates (PostgreSQL's jsonb refuses them), bounded. */
 export const eventData = z.unknown().superRefine((value, ctx) => {
   if (value === undefined) {
@@ -56,6 +72,7 @@ export const eventData = z.unknown().superRefine((value, ctx) => {
   if (escaped && ESCAPED_SURROGATE.test(text))
     ctx.addIssue({ code: 'custom', message: 'must be valid Unicode (a lone surrogate such as \\ud800 was found)' });
   if (deeperThan(value, MAX_DEPTH)) ctx.addIssue({ code: 'custom', message: `must not nest deeper than ${MAX_DEPTH} levels` });
+  else if (typeof value === 'object' && value !== null) serialised.set(value, text);
 });
 
 export const topicField = z.string().max(200).refine(isValidTopic, {

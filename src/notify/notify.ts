@@ -1,10 +1,14 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
+import { setImmediate } from 'node:timers/promises';
 import type pg from 'pg';
 import { ApiError } from '../errors.js';
 import { handoverTransaction, type Handover } from '../queue/handover.js';
-import { fanOutPlanner, writeFanOut, type FanOutContext, type FanOutResult, type EventRow } from './fan-out.js';
+import { insertWithJobs } from '../queue/transitions.js';
+import { OCCURRED_AT_SQL, WEBHOOK_JOB, bodyAround } from '../webhook/job.js';
 import { canonicalJson } from './canonical-json.js';
-import type { NotifyInput } from './input.js';
+import { newEventId } from './event-id.js';
+import { fanOutPlanner, writeFanOut, type EventRow, type FanOutContext, type FanOutPlan, type FanOutResult } from './fan-out.js';
+import { dataJson, type NotifyInput } from './input.js';
 
 export interface NotifyAnswer {
   /** 202 accepted now; 200 the same idempotency key again: the first answer, nothing written. */
@@ -35,10 +39,12 @@ function keyOrder(a: string | undefined, b: string | undefined): number {
 const more = (n: number): string => (n > 1 ? ` (and ${n - 1} more)` : '');
 
 /**
- * Write events at once, dispatched, in a fixed number of statements whatever their number: the
- * recipients check (when any are named), one insert of the events with their answers, one lookup
- * when some keys were taken, the jobs and the in-app notifications. Ids are made here, so each
- * answer is known before the insert and goes in with its event. In a `batch`, field names are
+ * Write events at once, dispatched, in a bounded number of statements whatever their number: the
+ * recipients check (when any are named), one insert of the events (keyed ones with their
+ * answers), one lookup when some keys were taken, the jobs and the in-app notifications; keyless
+ * events in up to KEYLESS_PARTS parts of those (writeKeyless). Ids are made here and `nowMs` is the
+ * transaction's now() (every row's created_at), so each answer and each delivery body is known
+ * before the insert. In a `batch`, field names are
  * prefixed with the event's place (`events[3].recipients`). Throws an ApiError, having written
  * nothing that the caller's rollback does not undo, on an unknown recipient or a key used with a
  * different request.
@@ -50,6 +56,7 @@ async function notifyEvents(
   ctx: FanOutContext,
   batch: boolean,
   handover: Handover,
+  nowMs: number,
 ): Promise<NotifyAnswer[]> {
   const path = (i: number): string => (batch ? `events[${i}].` : '');
   const named = inputs.flatMap((input, i) => (input.recipients ?? []).map((name) => ({ i, name })));
@@ -74,48 +81,30 @@ async function notifyEvents(
 
   const plan = fanOutPlanner(ctx);
   let keyed = false;
-  const items = inputs.map((input, i) => {
-    const p = plan({ id: randomUUID(), topic: input.topic });
+  const items: Item[] = inputs.map((input, i) => {
+    const p = plan({ id: newEventId(), topic: input.topic });
     if (input.idempotency_key !== undefined) keyed = true;
-    return { i, input, hash: requestHash(input), result: p.result, endpoints: p.endpoints };
+    return { i, input, data: dataJson(input.data), hash: requestHash(input), result: p.result, endpoints: p.endpoints };
   });
+  // Every event of this transaction gets its now() as created_at, so the bodies can be made before
+  // the rows go in.
+  const createdAt = new Date(nowMs);
+  if (!keyed) return writeKeyless(client, items, principal, ctx, createdAt, path, handover);
+
   // Rows go in key order (keyless last): two requests sharing keys take their locks in the same
   // order and cannot deadlock. The sort is stable, so of a key given twice the first is written and
   // the later one meets it as a replay or a conflict, as if it came in a later request.
-  const order = keyed ? items.toSorted((a, b) => keyOrder(a.input.idempotency_key, b.input.idempotency_key)) : items;
-  // Without any key nothing can conflict (keyless rows never match in the unique index), so such a
-  // batch goes without ON CONFLICT and the speculative insertion it costs every row. created_at
-  // comes back as whole epoch milliseconds, what the body's occurred_at keeps: cheaper than a Date.
-  const ins = await client.query<{ id: string; created_ms: number }>({
-    name: keyed ? 'acw_notify_insert' : 'acw_notify_insert_keyless',
-    text: `insert into events (id, topic, data, recipients, principal, idempotency_key, request_hash, response, dispatched_at)
-      select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, t.request_hash, t.response, now()
-      from rows from (jsonb_to_recordset($1::jsonb)
-          as (id uuid, topic text, data jsonb, recipients text[], idempotency_key text, request_hash text, response jsonb))
-        with ordinality as t(id, topic, data, recipients, idempotency_key, request_hash, response, n)
-      order by t.n
-      ${keyed ? 'on conflict (principal, idempotency_key) do nothing' : ''}
-      returning id, floor(extract(epoch from created_at) * 1000)::float8 as created_ms`,
-    values: [
-      JSON.stringify(
-        order.map((it) => ({
-          id: it.result.event_id,
-          topic: it.input.topic,
-          data: it.input.data,
-          recipients: it.input.recipients ?? [],
-          idempotency_key: it.input.idempotency_key ?? null,
-          request_hash: it.hash,
-          response: it.result,
-        })),
-      ),
-      principal,
-    ],
+  const order = items.toSorted((a, b) => keyOrder(a.input.idempotency_key, b.input.idempotency_key));
+  const ins = await client.query<{ id: string }>({
+    name: 'acw_notify_insert',
+    text: `${INSERT_EVENTS} on conflict (principal, idempotency_key) do nothing returning id`,
+    values: [eventsDocument(order), principal],
   });
-  const createdMs = new Map<string, number>();
-  for (const r of ins.rows) createdMs.set(r.id, r.created_ms);
+  const inserted = new Set<string>();
+  for (const r of ins.rows) inserted.add(r.id);
 
   const answers: NotifyAnswer[] = [];
-  const taken = ins.rows.length === items.length ? [] : items.filter((it) => !createdMs.has(it.result.event_id));
+  const taken = ins.rows.length === items.length ? [] : items.filter((it) => !inserted.has(it.result.event_id));
   if (taken.length > 0) {
     // A separate statement: under read committed it sees the events that hold these keys, committed
     // by a concurrent request while our insert waited for it, or written by this one.
@@ -140,37 +129,164 @@ async function notifyEvents(
     }
   }
 
-  const written = taken.length === 0 ? items : items.filter((it) => createdMs.has(it.result.event_id));
-  const events: EventRow[] = written.map((it) => ({
+  const written = taken.length === 0 ? items : items.filter((it) => inserted.has(it.result.event_id));
+  const results = await writeFanOut(client, eventRows(written, createdAt), written, ctx, { handover, marked: true });
+  refuseGoneRecipients(written, path);
+  written.forEach((it, k) => (answers[it.i] = { status: 202, body: results[k]! }));
+  return answers;
+}
+
+/** One event on its way in: its place in the request, its data as JSON text, its answer and endpoints. */
+interface Item extends FanOutPlan {
+  i: number;
+  input: NotifyInput;
+  data: string;
+  hash: string | null;
+}
+
+/** The events insert, from one json document of rows (eventsDocument); created_at is now(). */
+const INSERT_EVENTS = `insert into events (id, topic, data, recipients, principal, idempotency_key, request_hash, response, dispatched_at)
+  select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, t.request_hash, t.response, now()
+  from rows from (jsonb_to_recordset($1::jsonb)
+      as (id uuid, topic text, data jsonb, recipients text[], idempotency_key text, request_hash text, response jsonb))
+    with ordinality as t(id, topic, data, recipients, idempotency_key, request_hash, response, n)
+  order by t.n`;
+
+/**
+ * The rows of INSERT_EVENTS as one JSON array, the data spliced in as the text its validation made.
+ * Only a keyed event keeps its answer (`response`): only a request with its key is ever answered
+ * from it.
+ */
+function eventsDocument(items: readonly Item[]): string {
+  const rows = items.map((it) => {
+    const { input } = it;
+    let row = `{"id":"${it.result.event_id}","topic":${JSON.stringify(input.topic)},"data":${it.data}`;
+    if (input.recipients !== undefined) row += `,"recipients":${JSON.stringify(input.recipients)}`;
+    if (input.idempotency_key !== undefined)
+      row += `,"idempotency_key":${JSON.stringify(input.idempotency_key)},"request_hash":"${it.hash}","response":${JSON.stringify(it.result)}`;
+    return `${row}}`;
+  });
+  return `[${rows.join(',')}]`;
+}
+
+function eventRows(items: readonly Item[], createdAt: Date): EventRow[] {
+  return items.map((it) => ({
     id: it.result.event_id,
     topic: it.input.topic,
     data: it.input.data,
+    dataJson: it.data,
     recipients: it.input.recipients ?? [],
-    created_at: new Date(createdMs.get(it.result.event_id)!),
+    created_at: createdAt,
   }));
-  const results = await writeFanOut(client, events, written, ctx, { handover, marked: true });
+}
+
+/** A recipient revoked between our check and the notifications insert: refused as if it had come first. */
+function refuseGoneRecipients(written: readonly Item[], path: (i: number) => string): void {
   const gone = written.find((it) => it.result.unknown_recipients !== undefined);
-  if (gone) {
-    // Revoked between our check and the notifications insert: refused as if it had come first.
-    const field = `${path(gone.i)}recipients`;
-    throw new ApiError(400, 'unknown_recipients', `${field}: no such user: ${gone.result.unknown_recipients!.join(', ')}`, {
-      field,
-      names: gone.result.unknown_recipients,
-    });
+  if (!gone) return;
+  const field = `${path(gone.i)}recipients`;
+  throw new ApiError(400, 'unknown_recipients', `${field}: no such user: ${gone.result.unknown_recipients!.join(', ')}`, {
+    field,
+    names: gone.result.unknown_recipients,
+  });
+}
+
+/** Keyless events are written in at most this many parts, so the statements per request stay bounded. */
+const KEYLESS_PARTS = 4;
+/** ...and each part has at least this many events: a small request goes in one. */
+const KEYLESS_MIN_PART = 100;
+
+/**
+ * Events without idempotency keys meet no replay and no conflict, so every row goes in without a
+ * look at what came back. The statements of each part (its events, then its jobs) are queued back
+ * to back on the connection, and the next part is prepared while PostgreSQL writes this one: the
+ * process's CPU and the database's overlap instead of taking turns. At most KEYLESS_PARTS parts.
+ * The first failure (in time) is thrown once every statement has settled, with nothing queued left
+ * on the connection; the caller's rollback undoes the parts that went in.
+ */
+async function writeKeyless(
+  client: pg.ClientBase,
+  items: readonly Item[],
+  principal: string,
+  ctx: FanOutContext,
+  createdAt: Date,
+  path: (i: number) => string,
+  handover: Handover,
+): Promise<NotifyAnswer[]> {
+  const parts = Math.min(KEYLESS_PARTS, Math.ceil(items.length / KEYLESS_MIN_PART));
+  const size = Math.ceil(items.length / parts);
+  const queued: Array<Promise<unknown>> = [];
+  let failure: { err: unknown } | undefined;
+  const track = <T>(p: Promise<T>): Promise<T> => {
+    p.catch((err: unknown) => (failure ??= { err }));
+    queued.push(p);
+    return p;
+  };
+  const answered: Array<Promise<FanOutResult[]>> = [];
+  for (let start = 0; start < items.length; start += size) {
+    // A failed statement aborts the transaction: nothing more is queued after it.
+    if (failure !== undefined) break;
+    const part = items.slice(start, start + size);
+    track(client.query({ name: 'acw_notify_insert_keyless', text: INSERT_EVENTS, values: [eventsDocument(part), principal] }));
+    answered.push(track(writeFanOut(client, eventRows(part, createdAt), part, ctx, { handover, marked: true })));
+    // Let the connection hand PostgreSQL the next queued statement before this process builds more.
+    if (start + size < items.length) await setImmediate();
   }
-  written.forEach((it, k) => (answers[it.i] = { status: 202, body: results[k]! }));
-  return answers;
+  await Promise.allSettled(queued);
+  if (failure !== undefined) throw failure.err;
+  const results = (await Promise.all(answered)).flat();
+  refuseGoneRecipients(items, path);
+  return results.map((body) => ({ status: 202, body }));
+}
+
+/**
+ * A keyless event without recipients, in a process with no worker pool to hand its jobs to (an API
+ * only `serve`): its row, its jobs and the NOTIFY in one statement in autocommit, one round trip
+ * where a transaction takes four (begin, two inserts, commit). Such an event meets no replay, no
+ * conflict and no recipient check, so nothing needs to be read first; the answer is known before
+ * the insert, as on the general path.
+ */
+async function notifyOne(pool: pg.Pool, input: NotifyInput, principal: string, ctx: FanOutContext): Promise<NotifyAnswer> {
+  const id = newEventId();
+  const { result, endpoints } = fanOutPlanner(ctx)({ id, topic: input.topic });
+  const data = dataJson(input.data);
+  const [bodyBefore, bodyAfter] = bodyAround({ id, topic: input.topic }, data);
+  await insertWithJobs(
+    pool,
+    {
+      name: 'acw_notify_one',
+      first: {
+        text: `insert into events (id, topic, data, principal, dispatched_at) values ($1, $2, $3::jsonb, $4, now())`,
+        values: [id, input.topic, data, principal],
+      },
+      ids: result.job_ids,
+      endpoints,
+      type: WEBHOOK_JOB,
+      maxAttempts: ctx.maxAttempts,
+      eventId: id,
+      topic: input.topic,
+      bodyBefore,
+      bodyNowSql: OCCURRED_AT_SQL,
+      bodyAfter,
+    },
+    ctx.jobsChannel,
+  );
+  if (endpoints.length === 0)
+    ctx.log.info({ event: 'webhook.skipped', event_id: id, topic: input.topic, reason: result.skipped }, 'no webhook job for this event');
+  else if (ctx.log.isLevelEnabled('debug'))
+    for (const jobId of result.job_ids) ctx.log.debug({ event: 'job.enqueued', job_id: jobId, type: WEBHOOK_JOB }, 'job enqueued');
+  return { status: 202, body: result };
 }
 
 /** Deadlock and serialization failures are the database asking for the transaction again. */
 async function retryingTransaction<T>(
   pool: pg.Pool,
   ctx: FanOutContext,
-  fn: (client: pg.PoolClient, h: Handover) => Promise<T>,
+  fn: (client: pg.PoolClient, h: Handover, nowMs: number) => Promise<T>,
 ): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await handoverTransaction(pool, ctx.adopter?.() ?? null, fn);
+      return await handoverTransaction(pool, ctx.adopter?.() ?? null, fn, { readNow: true });
     } catch (err) {
       const code = (err as { code?: string }).code;
       if (attempt >= 3 || (code !== '40P01' && code !== '40001')) throw err;
@@ -180,7 +296,11 @@ async function retryingTransaction<T>(
 
 /** The service's own notify (HTTP route, CLI): insert and fan out at once, in one transaction. */
 export async function notifyNow(pool: pg.Pool, input: NotifyInput, principal: string, ctx: FanOutContext): Promise<NotifyAnswer> {
-  const [answer] = await retryingTransaction(pool, ctx, (client, h) => notifyEvents(client, [input], principal, ctx, false, h));
+  // Nothing to look up, nothing to hand to a pool of our own: one statement (see notifyOne).
+  if (input.idempotency_key === undefined && !input.recipients?.length && !ctx.adopter?.()) return notifyOne(pool, input, principal, ctx);
+  const [answer] = await retryingTransaction(pool, ctx, (client, h, nowMs) =>
+    notifyEvents(client, [input], principal, ctx, false, h, nowMs),
+  );
   return answer!;
 }
 
@@ -191,5 +311,5 @@ export async function notifyBatchNow(
   principal: string,
   ctx: FanOutContext,
 ): Promise<NotifyAnswer[]> {
-  return retryingTransaction(pool, ctx, (client, h) => notifyEvents(client, inputs, principal, ctx, true, h));
+  return retryingTransaction(pool, ctx, (client, h, nowMs) => notifyEvents(client, inputs, principal, ctx, true, h, nowMs));
 }

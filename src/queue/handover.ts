@@ -74,13 +74,13 @@ export class Handover {
 export async function handoverTransaction<T>(
   pool: pg.Pool,
   adopter: JobAdopter | null,
-  fn: (client: pg.PoolClient, h: Handover) => Promise<T>,
+  fn: (client: pg.PoolClient, h: Handover, nowMs: number) => Promise<T>,
   opts: TransactionOptions = {},
 ): Promise<T> {
   const handover = new Handover(adopter);
   let result: T;
   try {
-    result = await withTransaction(pool, (client) => fn(client, handover), opts);
+    result = await withTransaction(pool, (client, nowMs) => fn(client, handover, nowMs), opts);
   } catch (err) {
     handover.rollback();
     throw err;

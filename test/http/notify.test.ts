@@ -158,6 +158,8 @@ describe('POST /v1/notify/batch', () => {
   });
 
   it('one bad event: a 400 naming events[3].topic and nothing written', async () => {
+    // The earlier tests' jobs are delivered first: their attempt rows must not land between the counts.
+    await settled();
     const before = await rowCounts(db.pool);
     const events = [ev(0), ev(1), ev(2), { topic: 'Bad Topic!', data: {} }, ev(4)];
     const res = await call(api.url, 'POST', '/v1/notify/batch', { token: svcToken, body: { events } });
