@@ -29,11 +29,14 @@ export function installSpans(role) {
       const q = { name: String(name).slice(0, 40), start: t };
       cur.queries.push(q);
       const c = cur;
-      if (name === 'acw_notify_insert') cur.insert = t;
-      else if (name === 'commit') cur.commit = t;
+      // A keyless event on an API-only serve is one statement in autocommit (acw_notify_one): its
+      // start is both the insert's and the commit's, and its end the commit's.
+      const commits = name === 'commit' || name === 'acw_notify_one';
+      if (/^acw_notify_(insert|one)/.test(String(name))) cur.insert ??= t;
+      if (commits) cur.commit = t;
       done = () => {
         q.end = wallNow();
-        if (name === 'commit') c.committed = q.end;
+        if (commits) c.committed = q.end;
       };
     } else if (role === 'worker') {
       if (CLAIMS.has(name)) done = (r) => data.claims.push({ start: t, end: wallNow(), ids: r.rows.map((x) => x.id) });
