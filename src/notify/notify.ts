@@ -240,25 +240,37 @@ async function writeKeyless(
 }
 
 /**
- * A keyless event without recipients, in a process with no worker pool to hand its jobs to (an API
- * only `serve`): its row, its jobs and the NOTIFY in one statement in autocommit, one round trip
- * where a transaction takes four (begin, two inserts, commit). Such an event meets no replay, no
- * conflict and no recipient check, so nothing needs to be read first; the answer is known before
- * the insert, as on the general path.
+ * An event without recipients, in a process with no worker pool to hand its jobs to (an API-only
+ * `serve`): its row, its jobs and the NOTIFY in one statement in autocommit, one round trip where
+ * a transaction takes four (begin, two inserts, commit). The answer is known before the insert, as
+ * on the general path, and a keyed event stores it. A key that is taken writes nothing here and
+ * answers null: the caller's transaction then finds the event holding it (a replay or a conflict),
+ * as for any repeated key. Such an insert waits, as the general path's does, for a concurrent
+ * request holding the same key to commit or roll back.
  */
-async function notifyOne(pool: pg.Pool, input: NotifyInput, principal: string, ctx: FanOutContext): Promise<NotifyAnswer> {
+async function notifyOne(pool: pg.Pool, input: NotifyInput, principal: string, ctx: FanOutContext): Promise<NotifyAnswer | null> {
   const id = newEventId();
   const { result, endpoints } = fanOutPlanner(ctx)({ id, topic: input.topic });
   const data = dataJson(input.data);
   const [bodyBefore, bodyAfter] = bodyAround({ id, topic: input.topic }, data);
-  await insertWithJobs(
+  const key = input.idempotency_key;
+  const first =
+    key === undefined
+      ? {
+          text: `insert into events (id, topic, data, principal, dispatched_at) values ($1, $2, $3::jsonb, $4, now()) returning id`,
+          values: [id, input.topic, data, principal],
+        }
+      : {
+          text: `insert into events (id, topic, data, principal, idempotency_key, request_hash, response, dispatched_at)
+            values ($1, $2, $3::jsonb, $4, $5, $6, $7::jsonb, now())
+            on conflict (principal, idempotency_key) do nothing returning id`,
+          values: [id, input.topic, data, principal, key, requestHash(input), JSON.stringify(result)],
+        };
+  const written = await insertWithJobs(
     pool,
     {
-      name: 'acw_notify_one',
-      first: {
-        text: `insert into events (id, topic, data, principal, dispatched_at) values ($1, $2, $3::jsonb, $4, now())`,
-        values: [id, input.topic, data, principal],
-      },
+      name: key === undefined ? 'acw_notify_one' : 'acw_notify_one_keyed',
+      first,
       ids: result.job_ids,
       endpoints,
       type: WEBHOOK_JOB,
@@ -271,6 +283,7 @@ async function notifyOne(pool: pg.Pool, input: NotifyInput, principal: string, c
     },
     ctx.jobsChannel,
   );
+  if (!written) return null;
   if (endpoints.length === 0)
     ctx.log.info({ event: 'webhook.skipped', event_id: id, topic: input.topic, reason: result.skipped }, 'no webhook job for this event');
   else if (ctx.log.isLevelEnabled('debug'))
@@ -296,8 +309,12 @@ async function retryingTransaction<T>(
 
 /** The service's own notify (HTTP route, CLI): insert and fan out at once, in one transaction. */
 export async function notifyNow(pool: pg.Pool, input: NotifyInput, principal: string, ctx: FanOutContext): Promise<NotifyAnswer> {
-  // Nothing to look up, nothing to hand to a pool of our own: one statement (see notifyOne).
-  if (input.idempotency_key === undefined && !input.recipients?.length && !ctx.adopter?.()) return notifyOne(pool, input, principal, ctx);
+  // Nothing to check first and no worker pool of our own to hand jobs to: one statement (see
+  // notifyOne), unless its key is taken, which the transaction below answers.
+  if (!input.recipients?.length && !ctx.adopter?.()) {
+    const answer = await notifyOne(pool, input, principal, ctx);
+    if (answer) return answer;
+  }
   const [answer] = await retryingTransaction(pool, ctx, (client, h, nowMs) =>
     notifyEvents(client, [input], principal, ctx, false, h, nowMs),
   );

@@ -256,7 +256,11 @@ export async function insertJobs(
 
 /** An event's statement and its jobs, written as one (insertWithJobs). */
 export interface WithJobs {
-  /** The statement that writes the event, with its parameters ($1..$n): the first part of this one. */
+  /**
+   * The statement that writes the event, with its parameters ($1..$n): the first part of this one.
+   * It returns a row when it wrote the event; when it returns none (an `on conflict do nothing`
+   * that met a taken key), no job goes in and nothing is notified.
+   */
   first: { text: string; values: unknown[] };
   /** Due now, none held: the jobs' ids and endpoints, one each. */
   ids: readonly string[];
@@ -280,21 +284,25 @@ export interface WithJobs {
  * One statement for a notify of one event in autocommit (src/notify/notify.ts): the event goes in
  * with its jobs, pending, and the NOTIFY is sent, atomically, in one round trip instead of the
  * four (begin, two inserts, commit) of a transaction. The body is finished in SQL because only
- * the statement knows its now(), which is the event's created_at.
+ * the statement knows its now(), which is the event's created_at. Answers whether `first` wrote
+ * the event (and so the jobs went in).
  */
-export async function insertWithJobs(db: Queryable, w: WithJobs, channel: string): Promise<void> {
+export async function insertWithJobs(db: Queryable, w: WithJobs, channel: string): Promise<boolean> {
   const n = w.first.values.length;
   const p = (k: number): string => `$${n + k}`;
-  await db.query({
+  const res = await db.query<{ written: boolean }>({
     name: w.name,
     text: `with first as (${w.first.text}), ins as (
       insert into jobs (id, type, payload, max_attempts, run_at, event_id, endpoint)
       select j.id, ${p(1)}, jsonb_build_object('topic', ${p(2)}::text, 'body', ${p(3)}::text || ${w.bodyNowSql} || ${p(4)}::text),
         ${p(5)}, now(), ${p(6)}, j.endpoint
-      from unnest(${p(7)}::uuid[], ${p(8)}::text[]) as j(id, endpoint))
-    select case when cardinality(${p(7)}::uuid[]) > 0 then pg_notify(${p(9)}, '') end`,
+      from unnest(${p(7)}::uuid[], ${p(8)}::text[]) as j(id, endpoint)
+      where exists (select 1 from first))
+    select w.written, case when w.written and cardinality(${p(7)}::uuid[]) > 0 then pg_notify(${p(9)}, '') end
+    from (select exists (select 1 from first) as written) w`,
     values: [...w.first.values, w.type, w.topic, w.bodyBefore, w.bodyAfter, w.maxAttempts, w.eventId, w.ids, w.endpoints, channel],
   });
+  return res.rows[0]?.written === true;
 }
 
 /** The error of a job insert (without `skipExisting`) that met an existing job id. */

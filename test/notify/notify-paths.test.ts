@@ -133,14 +133,30 @@ describe('POST /v1/notify on an API-only serve', () => {
     expect(await rowCounts(db.pool)).toMatchObject({ events: 0, jobs: 0 });
   });
 
-  it('a keyed event still goes through a transaction, and its replay answers from the stored row', async () => {
-    const { result: first, statements } = await during(() => post('/v1/notify', { topic: 'order.paid', data: 1, idempotency_key: 'k' }));
-    expect(statements[0]).toMatch(/^begin; select floor/);
-    expect(statements.at(-1)).toBe('commit');
-    const again = await post('/v1/notify', { topic: 'order.paid', data: 1, idempotency_key: 'k' });
-    expect(again.body).toEqual({ ...first.body, replayed: true });
+  it('a keyed event is one statement too; a replay or a conflict writes nothing there and is answered by the transaction after it', async () => {
+    const body = { topic: 'order.paid', data: { n: 1 }, idempotency_key: 'k' };
+    const { result: first, statements } = await during(() => post('/v1/notify', body));
+    expect(first.status).toBe(202);
+    expect(statements).toHaveLength(1);
+    expect(statements[0]).toMatch(/on conflict \(principal, idempotency_key\) do nothing returning id\), ins as/);
+    const again = await post('/v1/notify', body);
+    expect([again.status, again.body]).toEqual([200, { ...first.body, replayed: true }]);
+    const other = await post('/v1/notify', { ...body, data: { n: 2 } });
+    expect([other.status, other.body.error.code]).toEqual([409, 'idempotency_conflict']);
+    expect(await rowCounts(db.pool)).toMatchObject({ events: 1, jobs: 1 });
     const [{ stored, rebuilt }] = (await bodies()) as [{ stored: string; rebuilt: string }];
     expect(stored).toBe(rebuilt);
+    // The answer stored with the event is the one given.
+    const row = await db.pool.query(`select response from events`);
+    expect(row.rows).toEqual([{ response: { event_id: first.body.event_id, job_ids: first.body.job_ids } }]);
+  });
+
+  it('ten concurrent notifies with one key make one event and one job; one is new, the others replay it', async () => {
+    const body = { topic: 'order.paid', data: { n: 3 }, idempotency_key: 'race' };
+    const all = await Promise.all(Array.from({ length: 10 }, () => post('/v1/notify', body)));
+    expect(all.map((r) => r.status).toSorted()).toEqual([200, 200, 200, 200, 200, 200, 200, 200, 200, 202]);
+    expect(new Set(all.map((r) => r.body.event_id)).size).toBe(1);
+    expect(await rowCounts(db.pool)).toMatchObject({ events: 1, jobs: 1 });
   });
 });
 
