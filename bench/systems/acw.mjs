@@ -155,6 +155,15 @@ export async function verify(client, { mode, since }) {
 }
 
 /** One event at a time, for the latency scenario. `entry`: 'outbox' (notify on a pg client) or 'http'. */
+/**
+ * An event as the HTTP scenarios post it. With BENCH_HTTP_KEYED=1 each carries its own idempotency
+ * key, as `acw-webhooks/client` sends every event (keys are unique within a run's database).
+ */
+const httpEvent = (seq) =>
+  process.env.BENCH_HTTP_KEYED === '1'
+    ? { topic: TOPIC, data: eventData(seq), idempotency_key: `bench-${seq}` }
+    : { topic: TOPIC, data: eventData(seq) };
+
 export async function openLatency(url, { entry, httpUrl }) {
   if (entry === 'outbox') {
     const { notify } = await dist('outbox.js');
@@ -176,7 +185,7 @@ export async function openLatency(url, { entry, httpUrl }) {
           path: '/v1/notify',
           method: 'POST',
           headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
-          body: JSON.stringify({ topic: TOPIC, data: eventData(seq) }),
+          body: JSON.stringify(httpEvent(seq)),
         });
         const text = await res.body.text();
         if (res.statusCode !== 202) throw new Error(`POST /v1/notify answered ${res.statusCode}`);
@@ -208,10 +217,10 @@ export async function openHttp(httpUrl, { connections = 1 } = {}) {
     return text;
   };
   return {
-    notify: (seq) => post('/v1/notify', { topic: TOPIC, data: eventData(seq) }),
+    notify: (seq) => post('/v1/notify', httpEvent(seq)),
     batch(from, to) {
       const events = [];
-      for (let k = from; k < to; k++) events.push({ topic: TOPIC, data: eventData(k) });
+      for (let k = from; k < to; k++) events.push(httpEvent(k));
       return post('/v1/notify/batch', { events });
     },
     close: () => pool.close(),
