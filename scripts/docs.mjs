@@ -5,7 +5,7 @@
 // committed text differs from what would be generated (test/docs/generated.test.ts does the same).
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { renderApiMarkdown } from '../dist/http/openapi.js';
+import { renderApiMarkdown } from '../dist/http/openapi-document.js';
 import { configReference } from '../dist/config/reference.js';
 
 const root = new URL('..', import.meta.url);

@@ -7,7 +7,7 @@ import { installAuth } from './auth.js';
 import { installGracefulClose } from './shutdown.js';
 import { ApiError } from '../errors.js';
 import { mapError } from './errors.js';
-import { openApiDocument } from './openapi.js';
+import { openApiDocument } from './openapi-document.js';
 import { alertRoutes, OpenStreams } from './routes/alerts.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { endpointRoutes } from './routes/endpoints.js';

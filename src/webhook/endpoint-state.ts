@@ -5,7 +5,7 @@ import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { claimProbes } from '../queue/transitions.js';
 import type { ClaimedJob, JobOutcome } from '../queue/types.js';
-import { circuitSignal } from './circuit-signal.js';
+import { attemptSignal, PendingOutcomes } from './endpoint-outcomes.js';
 import { WEBHOOK_JOB } from './job.js';
 import {
   closeAllCircuits,
@@ -17,7 +17,6 @@ import {
   writeOutcomes,
   type CircuitConfig,
   type CircuitState,
-  type Delta,
   type FlushRow,
 } from './endpoint-state-rows.js';
 
@@ -66,18 +65,18 @@ export interface EndpointStatesOptions {
  * - a cache of the rows that hold jobs (open, half-open, paused), re-read every second and at
  *   once on a NOTIFY, which the worker pool's claim plans and claim on dispatch obey (the claim
  *   statement also checks the table itself);
- * - the outcomes of this process's attempts, folded per endpoint and written in one statement at
- *   most every 100 ms (at once when a probe settles or this process alone has seen the failure
- *   threshold, which also holds the endpoint here until the row says what it is);
+ * - the outcomes of this process's attempts, folded per endpoint (PendingOutcomes in
+ *   endpoint-outcomes.ts) and written in one statement at most every 100 ms (at once when a probe
+ *   settles or this process alone has seen the failure threshold, which also holds the endpoint
+ *   here until the row says what it is);
  * - a tick that claims a probe for an open endpoint whose cool-down is over, sends a half-open
  *   circuit whose probe outlived its deadline back to open, and raises the "open too long" and
  *   recovery alerts, each exactly once across processes (the row lock decides who raises it).
  */
 export class EndpointStates {
   private cache = new Map<string, Cached>();
-  private readonly deltas = new Map<string, Delta>();
-  /** Failures in a row seen here since the last flush answered: at the threshold, the endpoint is held here at once. */
-  private readonly localFailures = new Map<string, number>();
+  /** Outcomes folded since the last flush; at the failure threshold, the endpoint is held here at once. */
+  private readonly outcomes: PendingOutcomes;
   /** Probes of this process aborted (shutdown) before they could say anything. */
   private readonly abandoned = new Set<string>();
   /** Probe job id -> endpoint, for jobs this process claimed as probes. */
@@ -96,7 +95,9 @@ export class EndpointStates {
   /** The endpoint set whose rows were last made sure of (ensureRows). */
   private rowsFor: ReadonlyMap<string, Endpoint> | null = null;
 
-  constructor(private readonly opts: EndpointStatesOptions) {}
+  constructor(private readonly opts: EndpointStatesOptions) {
+    this.outcomes = new PendingOutcomes(opts.circuit);
+  }
 
   private get circuitOn(): boolean {
     return this.opts.circuit.enabled;
@@ -108,7 +109,7 @@ export class EndpointStates {
     if (ep && !ep.enabled) return true;
     const s = this.cache.get(endpoint);
     if (s && (s.paused || s.circuit !== 'closed')) return true;
-    return this.circuitOn && (this.localFailures.get(endpoint) ?? 0) >= this.opts.circuit.failure_threshold;
+    return this.circuitOn && this.outcomes.tripped(endpoint);
   }
 
   /** Is this job a probe this process claimed? (Its failure hands the job back unspent.) */
@@ -140,34 +141,14 @@ export class EndpointStates {
     const probeOf = this.probes.get(job.id);
     if (probeOf !== undefined) this.probes.delete(job.id);
     if (!this.circuitOn) return;
-    let signal = circuitSignal(outcome);
-    // A probe that got any answer (a 429 too) found the receiver up.
-    const a = outcome.attempt;
-    if (probeOf !== undefined && signal === null && a && !a.aborted && a.statusCode !== null) signal = 'success';
-    if (signal === null && probeOf === undefined) return;
-    const d = this.deltas.get(endpoint) ?? { ok: 0, bad: 0, trailing: 0, err: null, probeJob: null, probeOk: null };
-    if (signal === 'success') {
-      d.ok++;
-      d.trailing = 0;
-      this.localFailures.set(endpoint, 0);
-    } else if (signal === 'failure') {
-      d.bad++;
-      d.trailing++;
-      d.err = outcome.attempt?.error ?? outcome.attempt?.errorKind ?? null;
-      this.localFailures.set(endpoint, (this.localFailures.get(endpoint) ?? 0) + 1);
-    }
-    let now = false;
-    if (probeOf !== undefined) {
-      // A probe that says nothing (aborted at shutdown) settles nothing: stop() lets another process probe.
-      if (signal === null) this.abandoned.add(job.id);
-      if (signal !== null) {
-        d.probeJob = job.id;
-        d.probeOk = signal === 'success';
-      }
-      now = true;
-    }
-    this.deltas.set(endpoint, d);
-    if (now || (this.localFailures.get(endpoint) ?? 0) >= this.opts.circuit.failure_threshold) this.flushSoon(0);
+    const probe = probeOf !== undefined;
+    const signal = attemptSignal(outcome, probe);
+    if (signal === null && !probe) return;
+    this.outcomes.add(endpoint, signal, outcome, probe ? job.id : null);
+    // A probe that says nothing (aborted at shutdown) settles nothing: stop() lets another process probe.
+    if (probe && signal === null) this.abandoned.add(job.id);
+    // A probe's outcome, or the threshold seen here, is written at once.
+    if (probe || this.outcomes.tripped(endpoint)) this.flushSoon(0);
     else this.flushSoon(this.opts.flushMs ?? 100);
   }
 
@@ -214,7 +195,7 @@ export class EndpointStates {
     if (this.timer) clearTimeout(this.timer);
     if (this.flushTimer) clearTimeout(this.flushTimer);
     await this.flushing;
-    if (this.deltas.size > 0) await this.flush().catch(() => undefined);
+    if (this.outcomes.size > 0) await this.flush().catch(() => undefined);
     // Probes cut short by this stop settle nothing: let another process probe at once rather than
     // wait out the deadline (which would also double the cool-down).
     await reopenCutProbes(this.opts.pool, [...this.probes.keys(), ...this.abandoned]).catch(() => undefined);
@@ -247,30 +228,23 @@ export class EndpointStates {
         })
         .finally(() => {
           this.flushing = null;
-          if (this.deltas.size > 0) this.flushSoon(this.opts.flushMs ?? 100);
+          if (this.outcomes.size > 0) this.flushSoon(this.opts.flushMs ?? 100);
         });
     }, ms);
   }
 
   /** Write the outcomes folded since the last flush (on failure they are folded back in). */
   private async flush(): Promise<void> {
-    if (this.deltas.size === 0) return;
-    const batch = [...this.deltas].toSorted(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    this.deltas.clear();
+    if (this.outcomes.size === 0) return;
+    const batch = this.outcomes.take();
     let rows: FlushRow[];
     try {
       rows = await writeOutcomes(this.opts.pool, batch, this.opts.circuit, this.opts.channel);
     } catch (err) {
-      for (const [ep, d] of batch) this.merge(ep, d);
+      this.outcomes.restore(batch);
       throw err;
     }
-    // Written: what this process alone had counted is in the row now (failures seen while the
-    // statement ran stay counted here until the next flush writes them).
-    for (const [ep, d] of batch) {
-      const left = (this.localFailures.get(ep) ?? 0) - d.bad;
-      if (left > 0) this.localFailures.set(ep, left);
-      else this.localFailures.delete(ep);
-    }
+    this.outcomes.written(batch);
     let changed = false;
     for (const r of rows) {
       if (r.circuit === r.old_circuit) continue;
@@ -295,21 +269,6 @@ export class EndpointStates {
       this.applyLocally(r.endpoint, r.circuit);
     }
     if (changed) this.refreshSoon();
-  }
-
-  private merge(ep: string, d: Delta): void {
-    const cur = this.deltas.get(ep);
-    if (!cur) {
-      this.deltas.set(ep, d);
-      return;
-    }
-    // Older outcomes go first: the newer delta's trailing failures stand if it had a success.
-    cur.trailing = cur.ok > 0 ? cur.trailing : d.trailing + cur.trailing;
-    cur.ok += d.ok;
-    cur.bad += d.bad;
-    cur.err ??= d.err;
-    cur.probeJob ??= d.probeJob;
-    cur.probeOk ??= d.probeOk;
   }
 
   /** What a flush just changed, before the next read of the table confirms it. */

@@ -11,7 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { configReference } from '../../src/config/reference.js';
-import { openApiDocument, renderApiMarkdown, ROUTES } from '../../src/http/openapi.js';
+import { openApiDocument, renderApiMarkdown } from '../../src/http/openapi-document.js';
+import { ROUTES } from '../../src/http/openapi.js';
 import { call, startApi, type Api } from '../helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
