@@ -1,0 +1,159 @@
+import type { Queryable } from '../../db/pool.js';
+import { toHeldJob, type InsertRow } from '../job-rows.js';
+import type { ClaimedJob, NewJob } from '../types.js';
+import type { HoldOptions, InsertedJobs } from '../transition-types.js';
+
+// Inserts: new jobs, pending or held as running by the process that made them (the module's
+// rules: ../transitions.ts).
+
+/**
+ * Insert many jobs in one statement, with one constant-payload NOTIFY for the lot (delivered at
+ * commit). Delayed jobs notify too, so idle workers learn when to set their timer.
+ */
+export async function enqueueJobs(db: Queryable, jobs: readonly NewJob[], channel: string): Promise<string[]> {
+  return (await insertJobs(db, jobs, channel)).ids;
+}
+
+/**
+ * Insert: -> pending, or -> running for the jobs named in `hold` (insert as running: claim on
+ * dispatch), with a fresh lease for `hold.workerId` (one attempt spent, as a claim would): the
+ * caller hands them to its worker pool after commit, which saves a claim and a NOTIFY hop per job. Should the process die first, the
+ * reaper hands them back when the lease runs out, as after any claim. The NOTIFY goes out only
+ * when a job is pending. Leases run from the insert itself (clock_timestamp), not from the start
+ * of a transaction that may have run for a while.
+ *
+ * With `skipExisting`, a job whose id exists already is left as it is and not returned (a webhook
+ * job's id is fixed by its event and endpoint, and an event dispatched again must not fail its
+ * batch). Without it such a job fails the statement (unique violation on jobs_pkey, see
+ * isExistingJob): the check costs a speculative insertion per row, so the hot path goes without it
+ * and retries with it.
+ */
+export async function insertJobs(
+  db: Queryable,
+  jobs: readonly NewJob[],
+  channel: string,
+  hold?: HoldOptions,
+  opts: { skipExisting?: boolean } = {},
+): Promise<InsertedJobs> {
+  if (jobs.length === 0) return { ids: [], held: [] };
+  // One json parameter built by one JSON.stringify, as for attempt rows (attempt-rows.ts): nine
+  // arrays cost pg an escape per element (the payload's body escaped twice), 6% of a batch
+  // notify's CPU. A JSON null is an SQL null there, hence the coalesce (the payload column is not null).
+  let pending = false;
+  const rows = jobs.map((j) => {
+    const held = hold !== undefined && j.id !== undefined && !j.delayMs && hold.ids.has(j.id);
+    if (!held) pending = true;
+    return {
+      id: j.id ?? null,
+      type: j.type,
+      payload: j.payload ?? null,
+      max_attempts: j.maxAttempts,
+      delay: Math.max(0, Math.round(j.delayMs ?? 0)),
+      event_id: j.eventId ?? null,
+      endpoint: j.endpoint ?? null,
+      held,
+    };
+  });
+  if (hold === undefined && !opts.skipExisting && jobs.every((j) => j.id !== undefined)) {
+    // Every id known, none held, none skipped: either all go in or the statement fails, so nothing
+    // needs to come back. Not returning a row per job spared PostgreSQL ~10% of a batch notify's
+    // job insert (bench/README.md#http-entry-point).
+    await db.query({
+      name: 'acw_enqueue_known',
+      text: `with ins as (
+        insert into jobs (id, type, payload, max_attempts, run_at, event_id, endpoint)
+        select t.id, t.type, coalesce(t.payload, 'null'::jsonb), t.max_attempts, now() + t.delay * interval '1 millisecond', t.event_id, t.endpoint
+        from json_to_recordset($1::json) as t(id uuid, type text, payload jsonb, max_attempts int, delay int, event_id uuid, endpoint text))
+      select pg_notify($2, '')`,
+      values: [JSON.stringify(rows), channel],
+    });
+    return { ids: jobs.map((j) => j.id!), held: [] };
+  }
+  const res = await db.query<InsertRow>({
+    name: opts.skipExisting ? 'acw_enqueue_skip' : 'acw_enqueue',
+    text: `with ins as (
+      insert into jobs (id, type, payload, max_attempts, run_at, event_id, endpoint, status, attempts, locked_by, lease_token, lease_expires_at)
+      select coalesce(t.id, gen_random_uuid()), t.type, coalesce(t.payload, 'null'::jsonb), t.max_attempts,
+        now() + t.delay * interval '1 millisecond', t.event_id, t.endpoint,
+        case when t.held then 'running' else 'pending' end, case when t.held then 1 else 0 end,
+        case when t.held then $3 end, case when t.held then gen_random_uuid() end,
+        case when t.held then clock_timestamp() + $4 * interval '1 millisecond' end
+      from json_to_recordset($1::json)
+        as t(id uuid, type text, payload jsonb, max_attempts int, delay int, event_id uuid, endpoint text, held boolean)
+      ${opts.skipExisting ? 'on conflict (id) do nothing' : ''}
+      returning id, lease_token, extract(epoch from lease_expires_at)::float8 * 1000 as lease_expires_ms)
+    select ins.*, extract(epoch from clock_timestamp())::float8 * 1000 as db_now_ms
+    from ins, (select case when bool_or(p) then pg_notify($2, '') end from unnest(array[$5::boolean]) p) n`,
+    values: [JSON.stringify(rows), channel, hold?.workerId ?? null, hold?.leaseMs ?? 0, pending],
+  });
+  const ids = res.rows.map((r) => r.id);
+  const held: ClaimedJob[] = [];
+  if (hold) {
+    const localNow = Date.now();
+    const byId = new Map(jobs.map((j) => [j.id, j]));
+    for (const r of res.rows) {
+      if (r.lease_token === null || r.lease_expires_ms === null) continue;
+      const j = byId.get(r.id);
+      if (!j) continue;
+      held.push(toHeldJob(j, { ...r, lease_token: r.lease_token, lease_expires_ms: r.lease_expires_ms }, localNow));
+    }
+  }
+  return { ids, held };
+}
+
+/** An event's statement and its jobs, written as one (insertWithJobs). */
+export interface WithJobs {
+  /**
+   * The statement that writes the event, with its parameters ($1..$n): the first part of this one.
+   * It returns a row when it wrote the event; when it returns none (an `on conflict do nothing`
+   * that met a taken key), no job goes in and nothing is notified.
+   */
+  first: { text: string; values: unknown[] };
+  /** Due now, none held: the jobs' ids and endpoints, one each. */
+  ids: readonly string[];
+  endpoints: readonly string[];
+  type: string;
+  maxAttempts: number;
+  eventId: string;
+  /**
+   * Their payload, `{topic, body}`, the body made in SQL: `bodyBefore`, then the constant SQL
+   * expression `bodyNowSql` (of the statement's now()), then `bodyAfter`.
+   */
+  topic: string;
+  bodyBefore: string;
+  bodyNowSql: string;
+  bodyAfter: string;
+  /** Its prepared statement's name: one per `first.text` and `bodyNowSql`. */
+  name: string;
+}
+
+/**
+ * One statement for a notify of one event in autocommit (src/notify/notify.ts): the event goes in
+ * with its jobs, pending, and the NOTIFY is sent, atomically, in one round trip instead of the
+ * four (begin, two inserts, commit) of a transaction. The body is finished in SQL because only
+ * the statement knows its now(), which is the event's created_at. Answers whether `first` wrote
+ * the event (and so the jobs went in).
+ */
+export async function insertWithJobs(db: Queryable, w: WithJobs, channel: string): Promise<boolean> {
+  const n = w.first.values.length;
+  const p = (k: number): string => `$${n + k}`;
+  const res = await db.query<{ written: boolean }>({
+    name: w.name,
+    text: `with first as (${w.first.text}), ins as (
+      insert into jobs (id, type, payload, max_attempts, run_at, event_id, endpoint)
+      select j.id, ${p(1)}, jsonb_build_object('topic', ${p(2)}::text, 'body', ${p(3)}::text || ${w.bodyNowSql} || ${p(4)}::text),
+        ${p(5)}, now(), ${p(6)}, j.endpoint
+      from unnest(${p(7)}::uuid[], ${p(8)}::text[]) as j(id, endpoint)
+      where exists (select 1 from first))
+    select w.written, case when w.written and cardinality(${p(7)}::uuid[]) > 0 then pg_notify(${p(9)}, '') end
+    from (select exists (select 1 from first) as written) w`,
+    values: [...w.first.values, w.type, w.topic, w.bodyBefore, w.bodyAfter, w.maxAttempts, w.eventId, w.ids, w.endpoints, channel],
+  });
+  return res.rows[0]?.written === true;
+}
+
+/** The error of a job insert (without `skipExisting`) that met an existing job id. */
+export function isExistingJob(err: unknown): boolean {
+  const e = err as { code?: string; constraint?: string };
+  return e.code === '23505' && e.constraint === 'jobs_pkey';
+}

@@ -1,0 +1,118 @@
+import type pg from 'pg';
+import { withTransaction, type Queryable } from '../../db/pool.js';
+import { attemptArrays } from '../attempt-rows.js';
+import { ATTEMPTS_SPENT, CLEAR_LEASE, NOT_SKIPPED, dbToLocal, toDead, type TransitionRow } from '../job-rows.js';
+import type { AttemptRecord, DeadHook, Held } from '../types.js';
+import type { FailItem, FailResult, ReleaseItem } from '../transition-types.js';
+
+// A worker's writes on the jobs it holds: each guarded by id + lease_token + status 'running', with
+// the attempt rows in the same statement (the module's rules: ../transitions.ts).
+
+/** Renew the leases of every job held; returns the new expiry (on this process's clock) of those still held. */
+export async function renewLeases(db: Queryable, held: readonly Held[], leaseMs: number): Promise<Map<string, number>> {
+  if (held.length === 0) return new Map();
+  const res = await db.query<{ id: string; lease_expires_at: Date; db_now: Date }>({
+    name: 'acw_renew',
+    text: `update jobs j set lease_expires_at = now() + $3 * interval '1 millisecond'
+      from unnest($1::uuid[], $2::uuid[]) t(id, lease_token)
+      where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
+      returning j.id, j.lease_expires_at, now() as db_now`,
+    values: [held.map((h) => h.id), held.map((h) => h.leaseToken), leaseMs],
+  });
+  const localNow = Date.now();
+  return new Map(res.rows.map((r) => [r.id, dbToLocal(r.lease_expires_at.getTime(), r.db_now.getTime(), localNow)]));
+}
+
+/** Complete: running -> completed. Returns the ids whose lease still held (the rest changed nothing). */
+export async function completeJobs(
+  db: Queryable,
+  items: ReadonlyArray<{ held: Held; attempt?: AttemptRecord | undefined }>,
+): Promise<Set<string>> {
+  if (items.length === 0) return new Set();
+  const att = attemptArrays(items);
+  const res = await db.query<{ id: string }>({
+    name: att ? 'acw_complete_att' : 'acw_complete',
+    text: `with upd as (
+        update jobs j set status = 'completed', completed_at = now(), last_error = null, ${NOT_SKIPPED}, ${CLEAR_LEASE}
+        from unnest($1::uuid[], $2::uuid[]) t(id, lease_token)
+        where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
+        returning j.id)${att ? att.cte(3) : ''}
+      select id from upd`,
+    values: [items.map((i) => i.held.id), items.map((i) => i.held.leaseToken), ...(att?.values ?? [])],
+  });
+  return new Set(res.rows.map((r) => r.id));
+}
+
+/**
+ * Fail: running -> pending after the delay (retry after back-off), or -> dead when the attempts
+ * are spent or the failure is permanent. The dead hook runs in the same transaction, with only the
+ * rows this one changed.
+ */
+export async function failJobs(pool: pg.Pool, items: readonly FailItem[], onDead?: DeadHook): Promise<FailResult> {
+  if (items.length === 0) return { changed: new Map() };
+  const att = attemptArrays(items);
+  const text = `with upd as (
+      update jobs j set
+        status = case when t.dead or ${ATTEMPTS_SPENT} then 'dead' else 'pending' end,
+        run_at = case when t.dead or ${ATTEMPTS_SPENT} then j.run_at
+                      else now() + t.delay * interval '1 millisecond' end,
+        last_error = t.error, ${NOT_SKIPPED}, ${CLEAR_LEASE}
+      from unnest($1::uuid[], $2::uuid[], $3::text[], $4::boolean[], $5::int[]) t(id, lease_token, error, dead, delay)
+      where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
+      returning j.id, j.status, j.type, j.payload, j.attempts, j.max_attempts, j.last_error, j.event_id, j.endpoint, j.run_at)${
+        att ? att.cte(6) : ''
+      }
+    select * from upd`;
+  const values = [
+    items.map((i) => i.held.id),
+    items.map((i) => i.held.leaseToken),
+    items.map((i) => i.error),
+    items.map((i) => i.dead),
+    items.map((i) => Math.max(0, Math.round(i.delayMs))),
+    ...(att?.values ?? []),
+  ];
+  // A job sent to dead on purpose keeps its reason; one that ran out of attempts says so.
+  const reasons = new Map(items.map((i) => [i.held.id, i.dead ? i.reason : ('max_attempts' as const)]));
+  return withTransaction(pool, async (client) => {
+    const res = await client.query<TransitionRow & { run_at: Date }>({ name: att ? 'acw_fail_att' : 'acw_fail', text, values });
+    const dead = res.rows.filter((r) => r.status === 'dead');
+    if (dead.length > 0 && onDead)
+      await onDead(
+        client,
+        dead.map((r) => toDead(r, reasons.get(r.id) ?? 'max_attempts')),
+      );
+    return {
+      changed: new Map(res.rows.map((r) => [r.id, { status: r.status as 'pending' | 'dead', runAt: r.run_at }])),
+    };
+  });
+}
+
+/**
+ * Release: running -> pending without spending the attempt it was claimed with: a hand-back at
+ * shutdown, or a skip of an unknown or disabled endpoint (`park`).
+ */
+export async function releaseJobs(db: Queryable, items: readonly ReleaseItem[]): Promise<Set<string>> {
+  if (items.length === 0) return new Set();
+  const att = attemptArrays(items);
+  const res = await db.query<{ id: string }>({
+    name: att ? 'acw_release_att' : 'acw_release',
+    text: `with upd as (
+        update jobs j set status = 'pending', attempts = greatest(j.attempts - 1, 0),
+          run_at = now() + t.delay * interval '1 millisecond', last_error = coalesce(t.error, j.last_error),
+          parked_since = case t.park when 'unknown' then coalesce(j.parked_since, now()) when 'disabled' then null else j.parked_since end,
+          skipped_since = case when t.park is null then j.skipped_since else coalesce(j.skipped_since, now()) end, ${CLEAR_LEASE}
+        from unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::text[]) t(id, lease_token, delay, error, park)
+        where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
+        returning j.id)${att ? att.cte(6) : ''}
+      select id from upd`,
+    values: [
+      items.map((i) => i.held.id),
+      items.map((i) => i.held.leaseToken),
+      items.map((i) => Math.max(0, Math.round(i.delayMs))),
+      items.map((i) => i.error ?? null),
+      items.map((i) => i.park ?? null),
+      ...(att?.values ?? []),
+    ],
+  });
+  return new Set(res.rows.map((r) => r.id));
+}

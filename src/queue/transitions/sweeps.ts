@@ -1,0 +1,97 @@
+import type pg from 'pg';
+import { withTransaction, type Queryable } from '../../db/pool.js';
+import { ATTEMPTS_SPENT, CLEAR_LEASE, toDead, type ReapedRow } from '../job-rows.js';
+import type { DeadHook } from '../types.js';
+import type { ExpiredRow, ExpiryCursor } from '../transition-types.js';
+
+// The process's own moves on jobs no worker holds: the unpark at start, the reaper's expired
+// leases, the expiry of held jobs past their maximum age (the module's rules: ../transitions.ts).
+
+/**
+ * Unpark: make jobs skipped for these endpoints (they were unknown or disabled when their turn came) due
+ * now: run at start by a process that has them enabled. `skipped_since` stays (a process that
+ * still has the endpoint disabled keeps its long waits); a real attempt clears it. Reads only the
+ * future part of each endpoint's range in the due index. Returns how many were woken.
+ */
+export async function unparkJobs(db: Queryable, endpoints: readonly string[]): Promise<number> {
+  const res = await db.query(
+    `update jobs set run_at = now()
+      where status = 'pending' and endpoint = any($1::text[]) and run_at > now() and skipped_since is not null`,
+    [endpoints],
+  );
+  return res.rowCount ?? 0;
+}
+
+/**
+ * Reap: running jobs whose lease expired (their worker crashed or hung) -> pending, or -> dead
+ * when no attempt is left, with the dead hook and a NOTIFY in the same transaction. Reads only the
+ * partial index on running jobs; at most `batch` jobs per call.
+ */
+export async function reapJobs(
+  pool: pg.Pool,
+  opts: { batch: number; channel: string; onDead?: DeadHook | undefined },
+): Promise<ReapedRow[]> {
+  return withTransaction(pool, async (client) => {
+    const res = await client.query<ReapedRow>(
+      `with expired as (
+           select id, locked_by from jobs where status = 'running' and lease_expires_at < now()
+           order by lease_expires_at limit $1 for update skip locked),
+         upd as (
+           update jobs j set
+             status = case when ${ATTEMPTS_SPENT} then 'dead' else 'pending' end,
+             run_at = now(),
+             last_error = 'lease expired: worker ' || coalesce(j.locked_by, '?') || ' stopped renewing it',
+             ${CLEAR_LEASE}
+           from expired e where j.id = e.id
+           returning j.id, j.status, j.type, j.payload, j.attempts, j.max_attempts, j.last_error, j.event_id, j.endpoint, e.locked_by)
+         select upd.*, (select pg_notify($2, '') where exists (select 1 from upd where status = 'pending')) as n from upd`,
+      [opts.batch, opts.channel],
+    );
+    const dead = res.rows.filter((r) => r.status === 'dead');
+    if (dead.length > 0 && opts.onDead)
+      await opts.onDead(
+        client,
+        dead.map((r) => toDead(r, 'reaped')),
+      );
+    return res.rows;
+  });
+}
+
+/**
+ * Expire (docs/operations.md#maximum-age): of the next `batch` due pending jobs after `after`, the
+ * webhook jobs whose series started over `maxAgeMs` ago -> dead, "endpoint unavailable"; returns
+ * them and the next page's cursor (null: done). Only due jobs: held ones stay due, while a job not
+ * yet due is in its own back-off and gets its turn first (reading the future part would walk every
+ * pending job). The page is a plain range of the due index: filtering on the age in that scan let
+ * the planner pick a scan of the table behind a big young backlog. SKIP LOCKED leaves a job being
+ * claimed or expired elsewhere to that transaction; the rows returned are the ones changed here.
+ */
+export async function expireHeldJobs(
+  client: Queryable,
+  opts: { maxAgeMs: number; batch: number; after?: ExpiryCursor | undefined },
+): Promise<{ rows: ExpiredRow[]; next: ExpiryCursor | null }> {
+  const res = await client.query<{ examined: number; last_run_at: string; last_id: string } & Partial<ExpiredRow>>(
+    `with page as (
+         select id, run_at from jobs
+         where status = 'pending' and run_at <= now() and (run_at, id) > ($1::timestamptz, $2::uuid)
+         order by run_at, id limit $4),
+       last as (
+         select run_at::text as last_run_at, id as last_id, (select count(*)::int from page) as examined
+         from page order by run_at desc, id desc limit 1),
+       old as (
+         select id from jobs
+         where id = any(array(select id from page)) and status = 'pending' and endpoint is not null
+           and series_started_at < now() - $3 * interval '1 millisecond'
+         for update skip locked),
+       upd as (
+         update jobs j set status = 'dead', last_error = 'endpoint unavailable', updated_at = now()
+         from old where j.id = old.id
+         returning j.id, j.type, j.payload, j.attempts, j.endpoint, j.event_id, j.series_started_at)
+     select last.*, upd.* from last left join upd on true`,
+    [opts.after?.runAt ?? '-infinity', opts.after?.id ?? '00000000-0000-0000-0000-000000000000', opts.maxAgeMs, opts.batch],
+  );
+  const first = res.rows[0];
+  const rows = res.rows.filter((r): r is typeof r & ExpiredRow => r.id !== null && r.id !== undefined);
+  const next = first && first.examined >= opts.batch ? { runAt: first.last_run_at, id: first.last_id } : null;
+  return { rows, next };
+}
