@@ -256,10 +256,17 @@ describe('worker pool', () => {
     // slow ones only when aborted.
     let stopBegan!: () => void;
     const stopping = new Promise<void>((r) => (stopBegan = r));
+    let started = 0;
     const { wp, events } = startPool(
       {
-        quick: async () => stopping,
-        slow: async (_j, { signal }) => sleep(60_000, signal),
+        quick: async () => {
+          started++;
+          return stopping;
+        },
+        slow: async (_j, { signal }) => {
+          started++;
+          return sleep(60_000, signal);
+        },
       },
       { shutdownGraceMs: 1_500 },
     );
@@ -273,6 +280,9 @@ describe('worker pool', () => {
       CH,
     );
     await waitFor(async () => (await statuses()).running === 6);
+    // Running in the database is not yet running here: a claim whose answer arrives after the stop
+    // began hands its jobs back unrun (tested below), so wait for every handler to have started.
+    await waitFor(() => started === 6);
     const stopped = wp.stop();
     stopBegan();
     await stopped;
