@@ -67,6 +67,8 @@ export async function startHarness({ stamp, only }) {
   const server = await startServer({ profile: PROFILE });
   running = server;
   note(`PostgreSQL ${server.version} at ${server.url.replace(/:[^:@/]+@/, ':***@')}; ${JSON.stringify(server.settings)}`);
+  // Only a failure to read the WAL's record stats, never a failed run: lib/pgstats.mjs then reports bytes alone.
+  await server.admin.query('create extension if not exists pg_walinspect').catch((e) => note('pg_walinspect unavailable:', e.message));
   const receiver = await startReceiver('receiver.mjs', null, null, '/hooks');
 
   const ctx = {

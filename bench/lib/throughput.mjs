@@ -4,15 +4,16 @@
 import pg from 'pg';
 import { peakRssMb, sleep, wallNow } from './common.mjs';
 import { BACKLOG, HEAP_SNAPSHOT_AT_S, N, PROFILE, RUN_TIMEOUT_S } from './env.mjs';
-import { cpuDelta, cpuNow, pgssDump, pgssReset, POSTGRES } from './pgstats.mjs';
+import { cpuDelta, cpuNow, perJob, pgssDump, pgssReset, POSTGRES, walMark, walWritten } from './pgstats.mjs';
 import { round } from './report.mjs';
 import { graphile, label, pgboss, SYSTEMS } from '../systems/index.mjs';
 
 /**
  * `scenario` 'deliver' and 'backlog' POST to the receiver (backlog on the template with history),
- * 'noop' runs a handler that does nothing.
+ * 'noop' runs a handler that does nothing. `pgWrites`: also what PostgreSQL wrote to the WAL per
+ * job (lib/pgstats.mjs), read after the clock stopped.
  */
-export async function runThroughput(ctx, scenario, key, run) {
+export async function runThroughput(ctx, scenario, key, run, { pgWrites = false } = {}) {
   const { server, receiver, note } = ctx;
   const { mod, variant } = SYSTEMS[key];
   const mode = scenario === 'noop' ? 'noop' : 'deliver';
@@ -30,6 +31,7 @@ export async function runThroughput(ctx, scenario, key, run) {
   try {
     await w.wait('loaded', 60_000);
     const procs = { worker: w.pid, pg: POSTGRES, receiver: receiver.pid };
+    const wal0 = pgWrites ? await walMark(server) : null;
     const cpu0 = cpuNow(server, procs);
     const t0 = wallNow();
     w.send({ cmd: 'go' });
@@ -69,15 +71,17 @@ export async function runThroughput(ctx, scenario, key, run) {
     if (mod.endTime && !timedOut) tEnd = (await mod.endTime(client, enq.ctx, { since: t0 })) ?? tEnd;
     if (snap) clearTimeout(snap);
     const cpu1 = cpuNow(server, procs);
+    const wal1 = pgWrites ? await walMark(server) : null;
     const rss = await peakRssMb(w.pid);
     w.send({ cmd: 'stop' });
     const stopped = await w.wait('stopped', 30_000).catch(() => null);
     await w.exited;
-    await pgssDump(url, `${key}-${scenario}-${run}`, ctx.profDir);
+    const pgss = await pgssDump(url, `${key}-${scenario}-${run}`, ctx.profDir);
     const st = await receiver.stats();
     const verify = await mod.verify(client, { mode, since: t0 }, enq.ctx);
     const seconds = (tEnd - t0) / 1000;
     const done = timedOut ? timedOut.handled : N;
+    const writes = pgWrites ? await walWritten(server, wal0, wal1) : null;
     const r = {
       scenario,
       system: key,
@@ -97,6 +101,8 @@ export async function runThroughput(ctx, scenario, key, run) {
       bad_signatures: st.badSignatures,
       verify,
       ...(backlog ? { backlog: mod === graphile ? { completed: 0, future: BACKLOG.future } : BACKLOG } : {}),
+      ...(writes ? { pg_writes: writes, pg_writes_per_job: perJob(writes, done) } : {}),
+      ...(pgss ? { pgss } : {}),
     };
     ctx.emit(r);
     return r;

@@ -32,6 +32,12 @@ export function summarize(rs) {
   const s = {};
   for (const key of ALL) {
     const m = (scenario, field) => med((r) => r.scenario === scenario && r.system === key && !r.skipped, field);
+    // PostgreSQL's writes per job (lib/pgstats.mjs), where the scenario recorded them.
+    const writes = (scenario) => ({
+      wal: m(scenario, (r) => r.pg_writes_per_job?.wal_bytes),
+      fpi: m(scenario, (r) => r.pg_writes_per_job?.wal_fpi_bytes),
+      index: m(scenario, (r) => r.pg_writes_per_job?.index_entries),
+    });
     s[key] = {
       deliver: m('deliver', 'jobs_per_s'),
       timedOut: [...new Set(rs.filter((r) => r.system === key && r.timed_out).map((r) => r.scenario))],
@@ -42,6 +48,7 @@ export function summarize(rs) {
         pg: m('deliver', (r) => perJob(r, r.cpu_s.pg)),
         receiver: m('deliver', (r) => perJob(r, r.cpu_s.receiver)),
       },
+      deliverWrites: writes('deliver'),
       noop: m('noop', 'jobs_per_s'),
       noopEnqueue: m('noop', 'enqueue_per_s'),
       noopRss: m('noop', 'peak_rss_mb'),
@@ -51,6 +58,8 @@ export function summarize(rs) {
       },
       backlog: m('backlog', 'jobs_per_s'),
       backlogRss: m('backlog', 'peak_rss_mb'),
+      backlogPgCpu: m('backlog', (r) => perJob(r, r.cpu_s.pg)),
+      backlogWrites: writes('backlog'),
       latency: {},
     };
     for (const entry of ['outbox', 'http', 'addJob', 'send']) {
@@ -70,6 +79,10 @@ export function latencyOf(sys) {
   return sys.latency.outbox ?? sys.latency.addJob ?? sys.latency.send ?? null;
 }
 
+/** "WAL bytes (of which full-page images) / index entries" per job, and PostgreSQL CPU µs when given. */
+const writesCell = (w, pgCpu) =>
+  w.wal === null ? 'n/a' : `${fmt(w.wal)} (${fmt(w.fpi)}) / ${fmt(w.index, 1)}${pgCpu === undefined ? '' : ` / ${fmt(pgCpu)}`}`;
+
 export function markdown(sum, meta) {
   const { ceiling, systems: s } = sum;
   const ref = s['graphile-tuned'];
@@ -88,6 +101,8 @@ export function markdown(sum, meta) {
   row('deliver, CPU µs/job worker / PostgreSQL / receiver', (x) =>
     x.deliverCpu.worker === null ? 'n/a' : `${fmt(x.deliverCpu.worker)} / ${fmt(x.deliverCpu.pg)} / ${fmt(x.deliverCpu.receiver)}`,
   );
+  if (ALL.some((k) => s[k].deliverWrites.wal !== null))
+    row('deliver, PostgreSQL writes per job: WAL bytes (full-page images) / index entries', (x) => writesCell(x.deliverWrites));
   row(
     'noop, jobs/s (x graphile tuned; of pg ceiling)',
     (x) => cell(x.noop, ref.noop, 0, x.noop && ceiling.pgNoop ? `; ${pct(x.noop / ceiling.pgNoop)}` : '') + dagger(x, 'noop'),
@@ -117,6 +132,10 @@ export function markdown(sum, meta) {
       ? 'n/a'
       : `${fmt(x.backlog)} (${rx(ratio(x.backlog, ref.backlog))}; ${pct(ratio(x.backlog, x.deliver))})${dagger(x, 'backlog')}`,
   );
+  if (ALL.some((k) => s[k].backlogWrites.wal !== null))
+    row('backlog, PostgreSQL per job: WAL bytes (full-page images) / index entries / CPU µs', (x) =>
+      writesCell(x.backlogWrites, x.backlogPgCpu),
+    );
   const out = [];
   out.push(
     `Medians of ${meta.runs} run(s); ${fmt(meta.jobs)} jobs per throughput run; latency ${fmt(meta.latencyEvents)} events ${meta.latencyGap} ms apart.`,
