@@ -8,7 +8,7 @@
 // Environment (all optional; bench/README.md#commands has the full table):
 //   BENCH_RUNS=3  BENCH_JOBS=50000  BENCH_SCENARIOS=ceiling,deliver,...  BENCH_SYSTEMS=acw-default,...
 //   BENCH_RUN_TIMEOUT_S=150  BENCH_PROFILE=1  BENCH_KEEP=1  BENCH_LOG_DIR=dir
-//   and each scenario's own (BENCH_LATENCY_*, BENCH_BACKLOG_*, BENCH_HTTP_*, BENCH_FLEET_*)
+//   and each scenario's own (BENCH_LATENCY_*, BENCH_BACKLOG_*, BENCH_HTTP_*, BENCH_FLEET_*, BENCH_SLOW_*)
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { arch, cpus, platform, release, totalmem } from 'node:os';
 import { join } from 'node:path';

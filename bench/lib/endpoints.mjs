@@ -4,7 +4,7 @@
 // enqueueConnections}; acw runs with its own config, a peer at `concurrency`.
 import { fleetHealthy, peakRssMb, percentile, sleep, wallNow } from './common.mjs';
 import { RUN_TIMEOUT_S } from './env.mjs';
-import { cpuDelta, cpuNow, pgssDump, pgssReset, POSTGRES } from './pgstats.mjs';
+import { cpuDelta, cpuNow, perJob, pgssDump, pgssReset, POSTGRES, walMark, walWritten } from './pgstats.mjs';
 import { round } from './report.mjs';
 import { label, SYSTEMS } from '../systems/index.mjs';
 
@@ -42,8 +42,10 @@ const names = (scenario, key, concurrency, phase, run) => {
  * Drain: set.events events enqueued up front, then the worker starts. The figure is healthy jobs
  * completed (first 200 per job id, as the receiver saw it) over the time from "go" to the last
  * healthy completion. The hanging endpoints' jobs count neither in the jobs nor in the clock.
+ * `pgWrites`: also the WAL written per completed job (lib/pgstats.mjs). `extra`: fields the
+ * scenario adds to the result.
  */
-export async function runDrain(ctx, { scenario, set, rx, key, concurrency, run }) {
+export async function runDrain(ctx, { scenario, set, rx, key, concurrency, run, pgWrites = false, extra = {} }) {
   const { server, note } = ctx;
   const { mod, variant } = SYSTEMS[key];
   const { tag, db, profile } = names(scenario, key, concurrency, 'drain', run);
@@ -61,6 +63,7 @@ export async function runDrain(ctx, { scenario, set, rx, key, concurrency, run }
   try {
     await w.wait('loaded', 60_000);
     const procs = { worker: w.pid, pg: POSTGRES, receiver: rx.pid };
+    const wal0 = pgWrites ? await walMark(server) : null;
     const cpu0 = cpuNow(server, procs);
     const t0 = wallNow();
     w.send({ cmd: 'go' });
@@ -74,6 +77,7 @@ export async function runDrain(ctx, { scenario, set, rx, key, concurrency, run }
     });
     const st = await rx.stats(false, 30_000);
     const cpu1 = cpuNow(server, procs);
+    const wal1 = pgWrites ? await walMark(server) : null;
     const rss = await peakRssMb(w.pid);
     if (timedOut)
       note(
@@ -84,7 +88,8 @@ export async function runDrain(ctx, { scenario, set, rx, key, concurrency, run }
     w.send({ cmd: 'stop' });
     const stopped = await w.wait('stopped', 30_000).catch(() => null);
     await w.exited;
-    await pgssDump(url, profile, ctx.profDir);
+    const pgss = await pgssDump(url, profile, ctx.profDir);
+    const writes = pgWrites ? await walWritten(server, wal0, wal1) : null;
     const end = timedOut ? timedOut.at : st.lastCompletion;
     const seconds = (end - t0) / 1000;
     const firstPass = st.lastFirst === null ? null : (st.lastFirst - t0) / 1000;
@@ -111,6 +116,9 @@ export async function runDrain(ctx, { scenario, set, rx, key, concurrency, run }
       mem_peak_mb: stopped?.mem ?? null,
       cpu_s: cpuDelta(cpu0, cpu1),
       ...receiverFields(st),
+      ...(writes ? { pg_writes: writes, pg_writes_per_job: perJob(writes, st.completed) } : {}),
+      ...(pgss ? { pgss } : {}),
+      ...extra,
     };
     ctx.emit(r);
     return r;
@@ -126,7 +134,7 @@ export async function runDrain(ctx, { scenario, set, rx, key, concurrency, run }
  * first attempt's arrival at the receiver (healthy endpoints only). An event whose first attempt
  * has not arrived set.waitS after the last enqueue counts as slower than all.
  */
-export async function runSteady(ctx, { scenario, set, rx, key, concurrency, run }) {
+export async function runSteady(ctx, { scenario, set, rx, key, concurrency, run, extra = {} }) {
   const { server } = ctx;
   const { mod, variant } = SYSTEMS[key];
   const { db, profile } = names(scenario, key, concurrency, 'steady', run);
@@ -172,7 +180,7 @@ export async function runSteady(ctx, { scenario, set, rx, key, concurrency, run 
     const st = await rx.stats(true, 30_000);
     const cpu1 = cpuNow(server, procs);
     const rss = await peakRssMb(w.pid);
-    await pgssDump(url, profile, ctx.profDir);
+    const pgss = await pgssDump(url, profile, ctx.profDir);
     await rx.reset({});
     w.send({ cmd: 'stop' });
     const stopped = await w.wait('stopped', 30_000).catch(() => null);
@@ -210,6 +218,8 @@ export async function runSteady(ctx, { scenario, set, rx, key, concurrency, run 
       mem_peak_mb: stopped?.mem ?? null,
       cpu_s: cpuDelta(cpu0, cpu1),
       ...receiverFields(st),
+      ...(pgss ? { pgss } : {}),
+      ...extra,
     };
     ctx.emit(r);
     return r;

@@ -53,3 +53,40 @@ describe('bench/scenarios/', () => {
     for (const report of REPORTS) expect(report([], { runs: 1 }).md).toBeNull();
   });
 });
+
+/** A slow-endpoints drain result, as lib/endpoints.mjs emits it. */
+const drain = (system: string, concurrency: number | null, run: number, perS: number): Result => ({
+  scenario: 'slow-endpoints',
+  phase: 'drain',
+  system,
+  concurrency,
+  run,
+  completed: 1000,
+  drain_per_s: perS,
+  seconds: 1000 / perS,
+  ceiling_per_s: concurrency ? concurrency * 10 : 3200,
+  cpu_s: { worker: 0.1, pg: 0.2, receiver: 0.05 },
+  pg_writes_per_job: { wal_bytes: 4000, wal_fpi_bytes: 100, index_entries: 12 },
+  peak_rss_mb: 100,
+});
+
+describe('slow-endpoints report', () => {
+  it('compares acw with graphile-worker run by run, then takes the median', async () => {
+    const mod = await load<{ default: Scenario }>('scenarios/slow-endpoints.mjs');
+    const rs = [
+      drain('acw-default', null, 1, 2000),
+      drain('graphile-tuned', 500, 1, 1000),
+      drain('acw-default', null, 2, 1500),
+      drain('graphile-tuned', 500, 2, 3000),
+      drain('acw-default', null, 3, 3000),
+      drain('graphile-tuned', 500, 3, 2000),
+    ];
+    const out = mod.default.report!(rs, { runs: 3 });
+    // Per-run ratios 2.0, 0.5 and 1.5: the median is 1.5 (the ratio of the medians would be 1.0).
+    expect(out.md).toContain(
+      '| slow endpoints drain, acw default >= 1.2x graphile-worker tuned, concurrency 500 (median of per-run ratios) | 1.50x | >= 1.20x | yes |',
+    );
+    expect(out.md).toContain('2,000 (1.50x; 63%)');
+    expect(out.md).toContain('4,000 (100) / 12.0');
+  });
+});
