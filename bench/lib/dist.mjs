@@ -8,11 +8,15 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-export const DIST = process.env.BENCH_DIST ?? pathToFileURL(join(ROOT, 'dist/')).href;
+/** The build under test: BENCH_DIST when set, else the live dist/. */
+export const distUrl = () => process.env.BENCH_DIST ?? pathToFileURL(join(ROOT, 'dist/')).href;
 
-/** import() a module of the build under test, e.g. `await dist('queue/transitions.js')`. */
+/**
+ * import() a module of the build under test, e.g. `await dist('queue/transitions.js')`. BENCH_DIST
+ * is read at each call, not at import: run.mjs sets it after this module is loaded (the snapshot).
+ */
 export function dist(rel) {
-  return import(new URL(rel, DIST).href);
+  return import(new URL(rel, distUrl()).href);
 }
 
 /** Copy the current build into bench/.snapshot/<stamp>/; returns its dist URL and a fingerprint. */

@@ -33,6 +33,21 @@ export function describe(variant) {
     : 'shipped defaults: jobs.workers 32, max_in_flight 16, pool_size 10';
 }
 
+/**
+ * Deliveries in flight per endpoint per process for a variant: the tuned value, or the shipped
+ * default read from the build's own config schema (so a changed default shows in the figures).
+ */
+export async function maxInFlight(variant) {
+  const v = variants[variant];
+  if (v.workers) return v.workers;
+  const { parseConfig } = await dist('config/index.js');
+  const raw = {
+    database: { url: 'postgres://127.0.0.1/x' },
+    notify: { webhook: { url: 'http://127.0.0.1/', secret: SECRET, topics: [TOPIC] } },
+  };
+  return parseConfig(raw).notify.webhook.max_in_flight;
+}
+
 // ---------------------------------------------------------------- orchestrator side
 
 export async function createTemplate(server, db, { backlog } = {}) {

@@ -1,0 +1,113 @@
+// What a run cost PostgreSQL and the processes around it: CPU seconds from /proc (lib/proc.mjs),
+// the WAL it wrote (bytes, full-page images, index entries, heap tuples; bench/README.md#postgresql-writes-per-job)
+// and, with BENCH_PROFILE, the top statements of pg_stat_statements.
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import { PROFILE } from './env.mjs';
+import { cpuSeconds, pgCpuSeconds } from './proc.mjs';
+import { round } from './report.mjs';
+
+/** In a cpuNow() spec, the key that stands for PostgreSQL (the postmaster and all its backends). */
+export const POSTGRES = 'postgres';
+
+/** CPU seconds so far of each process in `spec` ({name: pid, or POSTGRES}), keys in spec's order. */
+export function cpuNow(server, spec) {
+  return Object.fromEntries(
+    Object.entries(spec).map(([k, pid]) => [k, pid === POSTGRES ? pgCpuSeconds(`${server.dir}/pg`) : cpuSeconds(pid)]),
+  );
+}
+
+/** CPU seconds between two cpuNow() readings, to 0.01 s. */
+export const cpuDelta = (a, b) => Object.fromEntries(Object.keys(a).map((k) => [k, round(b[k] - a[k], 2)]));
+
+/** The current WAL insert position: take one before and one after a measured window. */
+export async function walMark(server) {
+  return (await server.admin.query('select pg_current_wal_insert_lsn()::text as lsn')).rows[0].lsn;
+}
+
+// Index entries are read from the WAL: PostgreSQL counts no index inserts in its statistics views
+// (pg_stat_user_indexes has scans and tuples read, pg_statio_user_indexes block reads and hits).
+// Every index of the three systems is a B-tree. A leaf insert is one record, INSERT_LEAF or, into a
+// posting list, INSERT_POST; one that splits its page travels in the split record (upper-level
+// splits count too: they are rare).
+const INDEX_ENTRY = new Set(['Btree/INSERT_LEAF', 'Btree/INSERT_POST', 'Btree/SPLIT_L', 'Btree/SPLIT_R']);
+const HEAP = {
+  'Heap/INSERT': 'insert',
+  'Heap2/MULTI_INSERT': 'multi_insert',
+  'Heap/UPDATE': 'update',
+  'Heap/HOT_UPDATE': 'hot_update',
+  'Heap/DELETE': 'delete',
+};
+
+/**
+ * What the cluster wrote to the WAL between two walMark()s: bytes (the LSN difference, exact and
+ * cheap), and, read back with pg_walinspect, records, full-page image bytes, index entries and heap
+ * tuple writes by kind (a MULTI_INSERT record holds many tuples). Cluster-wide: autovacuum and
+ * other databases count too, which is why the windows are kept to one run with nothing else on.
+ */
+export async function walWritten(server, from, to) {
+  const bytes = Number((await server.admin.query('select pg_wal_lsn_diff($2, $1)::bigint as b', [from, to])).rows[0].b);
+  const out = { wal_bytes: bytes };
+  try {
+    const r = await server.admin.query(
+      `select "resource_manager/record_type" as k, count::bigint as n, fpi_size::bigint as fpi from pg_get_wal_stats($1, $2, true)`,
+      [from, to],
+    );
+    let records = 0;
+    let fpi = 0;
+    let entries = 0;
+    const heap = { insert: 0, multi_insert: 0, update: 0, hot_update: 0, delete: 0 };
+    for (const { k, n, fpi: f } of r.rows) {
+      const count = Number(n);
+      records += count;
+      fpi += Number(f);
+      const kind = k.replace(/\+INIT$/, '');
+      if (INDEX_ENTRY.has(kind)) entries += count;
+      if (HEAP[kind]) heap[HEAP[kind]] += count;
+    }
+    Object.assign(out, { wal_records: records, wal_fpi_bytes: fpi, index_entries: entries, heap_records: heap });
+  } catch (e) {
+    out.wal_stats_error = e.message;
+  }
+  return out;
+}
+
+/** Per job: WAL bytes, records, FPI bytes and index entries from walWritten(), to 0.1. */
+export function perJob(w, jobs) {
+  if (!w || !jobs) return null;
+  const f = (x) => (typeof x === 'number' ? round(x / jobs, 1) : null);
+  return { wal_bytes: f(w.wal_bytes), wal_records: f(w.wal_records), wal_fpi_bytes: f(w.wal_fpi_bytes), index_entries: f(w.index_entries) };
+}
+
+// ---------------------------------------------------------------- BENCH_PROFILE only
+
+export async function pgssReset(url) {
+  if (!PROFILE) return;
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  await c.query('select pg_stat_statements_reset()').catch(() => undefined);
+  await c.end();
+}
+
+/**
+ * The top statements of the run's database into `<profDir>/<name>.pgss.json`; returns the
+ * database's total execution time (ms) and calls since pgssReset, or null when not profiling.
+ */
+export async function pgssDump(url, name, profDir) {
+  if (!PROFILE) return null;
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const r = await c.query(`select calls, round(total_exec_time::numeric, 1) as total_ms, round(mean_exec_time::numeric, 3) as mean_ms,
+        rows, shared_blks_hit, shared_blks_read, shared_blks_dirtied, wal_records, wal_bytes, left(regexp_replace(query, '\\s+', ' ', 'g'), 400) as query
+      from pg_stat_statements s join pg_database d on d.oid = s.dbid
+      where d.datname = current_database() order by total_exec_time desc limit 25`);
+    writeFileSync(join(profDir, `${name}.pgss.json`), JSON.stringify(r.rows, null, 2));
+    const t = await c.query(`select coalesce(sum(total_exec_time), 0)::float8 as ms, coalesce(sum(calls), 0)::bigint as calls
+      from pg_stat_statements s join pg_database d on d.oid = s.dbid where d.datname = current_database()`);
+    return { total_exec_ms: round(t.rows[0].ms, 1), calls: Number(t.rows[0].calls) };
+  } finally {
+    await c.end();
+  }
+}

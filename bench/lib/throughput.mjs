@@ -1,0 +1,114 @@
+// One throughput run (the deliver, noop and backlog scenarios, bench/README.md#scenarios): enqueue
+// up front, CHECKPOINT, start the worker and the clock, stop the clock at the last completion the
+// database confirms.
+import pg from 'pg';
+import { peakRssMb, sleep, wallNow } from './common.mjs';
+import { BACKLOG, HEAP_SNAPSHOT_AT_S, N, PROFILE, RUN_TIMEOUT_S } from './env.mjs';
+import { cpuDelta, cpuNow, perJob, pgssDump, pgssReset, POSTGRES, walMark, walWritten } from './pgstats.mjs';
+import { round } from './report.mjs';
+import { graphile, label, pgboss, SYSTEMS } from '../systems/index.mjs';
+
+/**
+ * `scenario` 'deliver' and 'backlog' POST to the receiver (backlog on the template with history),
+ * 'noop' runs a handler that does nothing. `pgWrites`: also what PostgreSQL wrote to the WAL per
+ * job (lib/pgstats.mjs), read after the clock stopped.
+ */
+export async function runThroughput(ctx, scenario, key, run, { pgWrites = false } = {}) {
+  const { server, receiver, note } = ctx;
+  const { mod, variant } = SYSTEMS[key];
+  const mode = scenario === 'noop' ? 'noop' : 'deliver';
+  const backlog = scenario === 'backlog';
+  const db = `b_${key.replace('-', '_')}_${scenario}_${run}`;
+  const url = await server.createDatabase(db, await ctx.template(key, backlog));
+  await ctx.experimentSettings(mod, db);
+  const enq = await mod.enqueue(url, { mode, n: N });
+  await server.checkpoint();
+  await pgssReset(url);
+  await receiver.reset({ target: mode === 'deliver' ? N : Infinity });
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const w = ctx.workerChild({ system: mod.name, variant, mode, url, receiverUrl: receiver.url, target: N }, `${key}-${scenario}-${run}`);
+  try {
+    await w.wait('loaded', 60_000);
+    const procs = { worker: w.pid, pg: POSTGRES, receiver: receiver.pid };
+    const wal0 = pgWrites ? await walMark(server) : null;
+    const cpu0 = cpuNow(server, procs);
+    const t0 = wallNow();
+    w.send({ cmd: 'go' });
+    // Profiling only: a heap snapshot of the worker this long into the run (what it holds live).
+    const snap =
+      PROFILE && HEAP_SNAPSHOT_AT_S !== null ? setTimeout(() => w.exit || process.kill(w.pid, 'SIGUSR2'), HEAP_SNAPSHOT_AT_S * 1000) : null;
+    // Phase 1: wait, without touching the database, until every job reached its handler.
+    const reached = mode === 'deliver' ? receiver.wait('reached', RUN_TIMEOUT_S * 1000) : w.wait('reached', RUN_TIMEOUT_S * 1000);
+    let timedOut = null;
+    await Promise.race([
+      reached,
+      w.exited.then((e) => Promise.reject(new Error(`worker exited (${e.code ?? e.signal}): ${w.stderr()}`))),
+    ]).catch(async (err) => {
+      if (!/timed out/.test(err.message)) throw err;
+      // Too slow to finish within the budget: report the rate it reached (jobs handled so far).
+      const at = wallNow();
+      const handled =
+        mode === 'deliver' ? (await receiver.stats()).count : (w.send({ cmd: 'count' }), (await w.wait('count', 10_000)).handled);
+      timedOut = { at, handled };
+      note(`${key} ${scenario}: not done after ${RUN_TIMEOUT_S} s (${handled} of ${N} handled); reporting the partial rate`);
+    });
+    // Phase 2: the clock stops when the database confirms the last completion.
+    const pollMs = mod === pgboss ? 20 : 5;
+    let tEnd;
+    for (;;) {
+      if (timedOut) {
+        tEnd = timedOut.at;
+        break;
+      }
+      if (await mod.isDone(client, enq.ctx)) {
+        tEnd = wallNow();
+        break;
+      }
+      if (w.exit) throw new Error(`worker exited (${w.exit.code ?? w.exit.signal}): ${w.stderr()}`);
+      await sleep(pollMs);
+    }
+    if (mod.endTime && !timedOut) tEnd = (await mod.endTime(client, enq.ctx, { since: t0 })) ?? tEnd;
+    if (snap) clearTimeout(snap);
+    const cpu1 = cpuNow(server, procs);
+    const wal1 = pgWrites ? await walMark(server) : null;
+    const rss = await peakRssMb(w.pid);
+    w.send({ cmd: 'stop' });
+    const stopped = await w.wait('stopped', 30_000).catch(() => null);
+    await w.exited;
+    const pgss = await pgssDump(url, `${key}-${scenario}-${run}`, ctx.profDir);
+    const st = await receiver.stats();
+    const verify = await mod.verify(client, { mode, since: t0 }, enq.ctx);
+    const seconds = (tEnd - t0) / 1000;
+    const done = timedOut ? timedOut.handled : N;
+    const writes = pgWrites ? await walWritten(server, wal0, wal1) : null;
+    const r = {
+      scenario,
+      system: key,
+      label: label(key),
+      run,
+      jobs: N,
+      ...(timedOut ? { timed_out: true, handled_before_timeout: done } : {}),
+      seconds: round(seconds, 3),
+      jobs_per_s: round(done / seconds, 0),
+      enqueue_per_s: round(N / (enq.ms / 1000), 0),
+      peak_rss_mb: round(Math.max(rss ?? 0, stopped?.maxRssMb ?? 0), 1),
+      mem_peak_mb: stopped?.mem ?? null,
+      cpu_s: cpuDelta(cpu0, cpu1),
+      received: st.count,
+      distinct_ids: st.distinct,
+      signatures_checked: st.checked,
+      bad_signatures: st.badSignatures,
+      verify,
+      ...(backlog ? { backlog: mod === graphile ? { completed: 0, future: BACKLOG.future } : BACKLOG } : {}),
+      ...(writes ? { pg_writes: writes, pg_writes_per_job: perJob(writes, done) } : {}),
+      ...(pgss ? { pgss } : {}),
+    };
+    ctx.emit(r);
+    return r;
+  } finally {
+    if (!w.exit) await w.kill();
+    await client.end().catch(() => undefined);
+    await server.dropDatabase(db);
+  }
+}
