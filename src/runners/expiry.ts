@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { raiseEndpointAlert } from '../admin/endpoint-alerts.js';
+import { raiseEndpointAlert } from '../endpoint-state/alerts.js';
 import { withTransaction } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import { expireHeldJobs, type ExpiredRow, type ExpiryCursor } from '../queue/transitions.js';

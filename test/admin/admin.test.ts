@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { followAlerts, readAlerts, type AlertView } from '../../src/admin/alerts.js';
-import { endpointHealth } from '../../src/admin/endpoints.js';
+import { endpointHealth } from '../../src/endpoint-state/health.js';
 import { ApiError } from '../../src/errors.js';
 import { cancelJob, getJob, listJobs, redriveJobs, retryJob } from '../../src/admin/jobs.js';
 import { listNotifications, markRead } from '../../src/admin/notifications.js';

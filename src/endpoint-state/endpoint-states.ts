@@ -5,22 +5,20 @@ import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { claimProbes } from '../queue/transitions.js';
 import type { ClaimedJob, JobOutcome } from '../queue/types.js';
-import { attemptSignal, PendingOutcomes } from './endpoint-outcomes.js';
-import { WEBHOOK_JOB } from './job.js';
+import { WEBHOOK_JOB } from '../webhook/job.js';
+import { settleCircuitAlert } from './alerts.js';
 import {
   closeAllCircuits,
   ensureStateRows,
   readHoldingStates,
   reopenCutProbes,
   reopenLateProbes,
-  settleCircuitAlert,
   writeOutcomes,
-  type CircuitConfig,
-  type CircuitState,
   type FlushRow,
-} from './endpoint-state-rows.js';
-
-export type { CircuitConfig, CircuitState };
+} from './circuit-rows.js';
+import { PendingOutcomes } from './pending-outcomes.js';
+import { attemptSignal } from './signals.js';
+import type { CircuitConfig, CircuitState } from './types.js';
 
 /** A probe still running this long after its connect timeout and attempt timeout sends the circuit back to open. */
 export const PROBE_MARGIN_MS = 5_000;
@@ -66,7 +64,7 @@ export interface EndpointStatesOptions {
  *   once on a NOTIFY, which the worker pool's claim plans and claim on dispatch obey (the claim
  *   statement also checks the table itself);
  * - the outcomes of this process's attempts, folded per endpoint (PendingOutcomes in
- *   endpoint-outcomes.ts) and written in one statement at most every 100 ms (at once when a probe
+ *   pending-outcomes.ts) and written in one statement at most every 100 ms (at once when a probe
  *   settles or this process alone has seen the failure threshold, which also holds the endpoint
  *   here until the row says what it is);
  * - a tick that claims a probe for an open endpoint whose cool-down is over, sends a half-open
