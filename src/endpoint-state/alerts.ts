@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Queryable } from '../db/pool.js';
-import type { CircuitState } from './types.js';
+import type { Logger } from '../log.js';
+import type { CachedState, CircuitState } from './types.js';
 
 /** Alert actions about an endpoint as a whole (not one job); each is in ALERT_ACTIONS (src/admin/alerts.ts). */
 export type EndpointAlertAction = 'endpoint.circuit_opened' | 'endpoint.circuit_closed' | 'endpoint.expired';
@@ -95,4 +96,38 @@ export async function settleCircuitAlert(
   } finally {
     client.release();
   }
+}
+
+/**
+ * An endpoint open longer than alert_after raises one alert; once closed again, one recovery
+ * alert if the first was raised. Each happens in the transaction that marks the row
+ * (settleCircuitAlert), so exactly once across processes. Answers whether any was owed (the cache
+ * is then stale).
+ */
+export async function raiseOwedAlerts(
+  pool: pg.Pool,
+  alertsChannel: string,
+  cache: ReadonlyMap<string, CachedState>,
+  alertAfterMs: number,
+  log: Logger,
+): Promise<boolean> {
+  const now = Date.now();
+  const owed = [...cache].filter(
+    ([, s]) =>
+      (s.circuit !== 'closed' && s.openAlertId === null && s.openedAt !== null && s.openedAt + alertAfterMs <= now) ||
+      (s.circuit === 'closed' && s.openAlertId !== null),
+  );
+  if (owed.length === 0) return false;
+  for (const [name] of owed.toSorted(([a], [b]) => (a < b ? -1 : 1))) {
+    const raised = await settleCircuitAlert(pool, alertsChannel, name, alertAfterMs);
+    if (raised?.action === 'endpoint.circuit_opened') {
+      log.warn(
+        { event: 'endpoint.alert', endpoint: name, action: raised.action, alert_id: raised.id },
+        `endpoint ${name} has been down since ${raised.openedAt?.toISOString()}`,
+      );
+    } else if (raised) {
+      log.info({ event: 'endpoint.alert', endpoint: name, action: raised.action, alert_id: raised.id }, `endpoint ${name} has recovered`);
+    }
+  }
+  return true;
 }

@@ -10,3 +10,18 @@ export type CircuitState = 'closed' | 'open' | 'half_open';
 
 /** `notify.webhook.circuit`. */
 export type CircuitConfig = Config['notify']['webhook']['circuit'];
+
+/** One endpoint's shared state as this process last read it (times on this process's clock). */
+export interface CachedState {
+  circuit: CircuitState;
+  paused: boolean;
+  nextProbeAt: number | null;
+  probeDeadline: number | null;
+  openedAt: number | null;
+  openAlertId: number | null;
+}
+
+/** Does this cached state hold the endpoint's jobs (paused, or a circuit not closed)? */
+export function isHolding(s: CachedState | undefined): boolean {
+  return s !== undefined && (s.paused || s.circuit !== 'closed');
+}
