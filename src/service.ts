@@ -18,6 +18,7 @@ import { WorkerPool, type JobHandler } from './queue/worker.js';
 import { createDeliverHandler, logAttempt } from './webhook/deliver.js';
 import { AdaptiveLimits } from './endpoint-state/adaptive-limits.js';
 import { EndpointStates } from './endpoint-state/endpoint-states.js';
+import { endpointGate } from './endpoint-state/gate.js';
 import { EndpointRegistry } from './endpoints/registry.js';
 import { codecOf, type SecretCodec } from './endpoints/store.js';
 import { loadSecretBox } from './crypto/keys.js';
@@ -278,15 +279,7 @@ export class Service {
       shutdownGraceMs: j.shutdown_grace,
       retry: j.retry,
       onDead,
-      endpointLimits: () => this.limits.caps(),
-      degraded: (ep) => this.limits.isDegraded(ep),
-      held: (ep) => states.isHeld(ep),
-      rates: () => states.rates(),
-      onOutcome: (job, out) => {
-        if (job.endpoint === null || job.type !== WEBHOOK_JOB) return;
-        this.limits.observe(job.endpoint, out);
-        states.observe(job, out);
-      },
+      ...endpointGate(states, this.limits),
       log,
       onFinished: (f, changed, next) => {
         logAttempt(log, f, changed, next);

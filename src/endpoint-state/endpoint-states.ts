@@ -32,8 +32,8 @@ export interface EndpointStatesOptions {
  * Endpoint state shared through PostgreSQL (docs/operations.md#circuit-breaker), as one process
  * takes part in it:
  * - a cache of the rows that hold jobs (open, half-open, paused), re-read every second and at
- *   once on a NOTIFY, which the worker pool's claim plans and claim on dispatch obey (the claim
- *   statement also checks the table itself);
+ *   once on a NOTIFY, which the worker pool's claim plans and claim on dispatch obey through the
+ *   endpoint gate (gate.ts; the claim statement also checks the table itself);
  * - the outcomes of this process's attempts, folded per endpoint (pending-outcomes.ts) and written
  *   in one statement (circuit-rows.ts, which decides whether a circuit opens or closes) at most
  *   every 100 ms, at once when a probe settles or this process alone has seen the failure

@@ -1,3 +1,4 @@
+import type { EndpointGate } from './endpoint-gate.js';
 import type { ClaimedJob } from './types.js';
 
 /** The most jobs one claim takes, so a big backlog does not open thousands of sockets at once. */
@@ -11,21 +12,20 @@ export interface SlotLimits {
    * Absent: deliveries share `workers` (one budget for every job, as a bare WorkerPool has).
    */
   deliveries?: number | undefined;
-  /** Per-endpoint caps now (each endpoint's max_in_flight, lowered while it fails); read at every claim. */
-  caps?: (() => ReadonlyMap<string, number>) | undefined;
+  /** The endpoint gate's caps (EndpointGate.endpointLimits), read at every claim. */
+  caps?: EndpointGate['endpointLimits'] | undefined;
   /**
-   * Endpoints whose cap has dropped below their configured max_in_flight (they have been failing).
-   * Together they get at most half of the delivery budget, so failing receivers cannot crowd out
-   * healthy ones however many of them there are.
+   * The endpoint gate's degraded endpoints: together they get at most half of the delivery budget,
+   * so failing receivers cannot crowd out healthy ones however many of them there are.
    */
-  degraded?: ((endpoint: string) => boolean) | undefined;
+  degraded?: EndpointGate['degraded'] | undefined;
   /**
-   * Endpoints whose jobs wait, as this process knows (an open circuit, paused, disabled): offered no
-   * slot and refused for claim on dispatch. The claim itself checks the shared state too.
+   * The endpoint gate's held endpoints: offered no slot and refused for claim on dispatch (the claim
+   * itself checks the shared state too).
    */
-  held?: ((endpoint: string) => boolean) | undefined;
-  /** Rate limits per endpoint (deliveries/s); a rate-limited endpoint is claimed only, never on dispatch. */
-  rates?: (() => ReadonlyMap<string, number>) | undefined;
+  held?: EndpointGate['held'] | undefined;
+  /** The endpoint gate's rate limits: a rate-limited endpoint is claimed only, never on dispatch. */
+  rates?: EndpointGate['rates'] | undefined;
 }
 
 /** What one claim may take: application jobs, deliveries overall and per endpoint, and in all. */
