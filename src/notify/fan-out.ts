@@ -121,8 +121,10 @@ export async function writeFanOut(
     }
     return result;
   });
-  const inserted = await insertJobs(client, jobs, ctx.jobsChannel, opts.handover?.hold(jobs), { skipExisting: opts.skipExisting === true });
-  opts.handover?.inserted(inserted.held);
+  const inserted = await insertJobs(client, jobs, ctx.jobsChannel, opts.handover?.reserve(jobs), {
+    skipExisting: opts.skipExisting === true,
+  });
+  opts.handover?.inserted(inserted.leased);
   if (ctx.log.isLevelEnabled('debug')) {
     for (const id of inserted.ids) ctx.log.debug({ event: 'job.enqueued', job_id: id, type: WEBHOOK_JOB }, 'job enqueued');
   }

@@ -99,12 +99,12 @@ export class ClaimLoop {
   /** A claimed job finished and gave its slot back: claim again if the last claim was bound by that budget. */
   finished(job: ClaimedJob): void {
     if (job.endpoint === null && this.appsBound) {
-      // The last claim filled the application jobs' budget: the queue may hold more of them.
+      // The last claim filled the application jobs' budget: the queue may have more of them.
       this.appsBound = false;
       this.wake(true);
     }
     if (job.endpoint !== null) {
-      // A slot came back while the last claim was held back by slots: there may be work for it.
+      // A slot came back while the last claim was bound by slots: there may be work for it.
       // Claim once a quarter of the endpoint's cap is free (or 2 ms after the first slot), so a
       // capped endpoint is refilled in batches rather than one claim per finished job.
       if (this.slotBound) this.refillSoon(job.endpoint);
@@ -192,7 +192,7 @@ export class ClaimLoop {
         slots.endClaim();
         await releaseJobs(
           this.opts.pool,
-          jobs.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 })),
+          jobs.map((j) => ({ leased: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 })),
         ).catch(() => undefined);
         break;
       }
@@ -208,7 +208,7 @@ export class ClaimLoop {
         // finished job frees a slot, and that is the moment to claim again.
         this.slotBound = slotsUsedUp(plan.endpoints, jobs);
         this.rateWait(plan, jobs);
-        // Held back by a cap, the capped endpoint's next finished job is what frees its work, but
+        // Bound by a cap, the capped endpoint's next finished job is what frees its work, but
         // another endpoint's job may fall due before: look at the due index then too, at most every
         // 250 ms (a capped endpoint is claimed again every few finished jobs).
         if (!this.slotBound || Date.now() - this.dueReadAt >= 250) {

@@ -41,7 +41,7 @@ export interface ClaimPlan {
 }
 
 /**
- * A worker pool's slot accounting: jobs held (running, or reserved for a job being inserted as
+ * A worker pool's slot accounting: slots taken (by running jobs, or reserved for a job being inserted as
  * running by claim on dispatch), by budget and per endpoint, and the slots an in-flight claim may
  * fill, which a reservation must keep off.
  */
@@ -65,8 +65,8 @@ export class SlotBudget {
     return this.claim !== null;
   }
 
-  /** Jobs held now, either budget. */
-  get held(): number {
+  /** Slots taken now, either budget. */
+  get taken(): number {
     return this.apps + this.deliveries;
   }
 
@@ -87,12 +87,12 @@ export class SlotBudget {
     return this.shared ? this.freeWorkers() : this.deliveryCap - this.deliveries;
   }
 
-  /** What degraded endpoints may hold together: half the delivery budget (at least 1). */
+  /** What degraded endpoints may take together: half the delivery budget (at least 1). */
   private degradedHalf(): number {
     return Math.max(1, Math.floor(this.deliveryCap / 2));
   }
 
-  /** Slots held now by the endpoints degraded now. */
+  /** Slots taken now by the endpoints degraded now. */
   private degradedUsed(): number {
     const degraded = this.limits.degraded;
     if (!degraded) return 0;
@@ -167,7 +167,7 @@ export class SlotBudget {
     return true;
   }
 
-  /** A job starts holding a slot (a claimed one, or a reservation). */
+  /** A job takes a slot (a claimed one, or a reservation). */
   take(endpoint: string | null): void {
     if (endpoint === null) {
       this.apps++;
@@ -177,7 +177,7 @@ export class SlotBudget {
     this.perEndpoint.set(endpoint, this.used(endpoint) + 1);
   }
 
-  /** A job stops holding its slot (finished, handed back, or a reservation not written). */
+  /** A job gives its slot back (finished, handed back, or a reservation not written). */
   drop(endpoint: string | null): void {
     if (endpoint === null) {
       this.apps--;

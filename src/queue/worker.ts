@@ -30,7 +30,7 @@ export class WorkerPool {
   readonly workerId: string;
   private readonly log: Logger;
   private readonly handlers: Record<string, JobHandler | OutcomeHandler>;
-  /** Jobs held, by lease token: one job id can be held twice for a moment (see run()). */
+  /** Jobs leased here, by lease token: one job id can be leased twice for a moment (see run()). */
   private readonly running = new Map<string, Running>();
   /** The newest entry per job id. */
   private readonly byJobId = new Map<string, Running>();
@@ -137,7 +137,7 @@ export class WorkerPool {
       // If this fails too, the reaper hands them back once the lease runs out.
       await releaseJobs(
         this.opts.pool,
-        jobs.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 })),
+        jobs.map((j) => ({ leased: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 })),
       ).catch(() => undefined);
       return;
     }
@@ -150,7 +150,7 @@ export class WorkerPool {
    */
   runClaimed(job: ClaimedJob): void {
     if (this.stopping) {
-      void releaseJobs(this.opts.pool, [{ held: { id: job.id, leaseToken: job.leaseToken }, delayMs: 0 }]).catch(() => undefined);
+      void releaseJobs(this.opts.pool, [{ leased: { id: job.id, leaseToken: job.leaseToken }, delayMs: 0 }]).catch(() => undefined);
       return;
     }
     this.run(job);
@@ -176,7 +176,7 @@ export class WorkerPool {
     this.claims.wake(fresh);
   }
 
-  /** Start a held job; `counted` when its endpoint slot was already taken by reserve(). */
+  /** Start a leased job; `counted` when its endpoint slot was already taken by reserve(). */
   private run(job: ClaimedJob, counted = false): void {
     const entry: Running = { job, ctl: new AbortController(), leaseLost: false, shutdownAborted: false, expiresAt: job.leaseExpiresAt };
     // The same job under a new lease while an older run of it still goes on here: a dispatch redone
@@ -218,7 +218,7 @@ export class WorkerPool {
     let out = outcome;
     if ((entry.shutdownAborted || entry.leaseLost) && out.kind !== 'complete') {
       // Cut short by us (shutdown, or a lease we could no longer prove): hand it back without
-      // spending the attempt. If another worker really holds it now, the guarded write is a no-op.
+      // spending the attempt. If another worker really has it leased now, the guarded write is a no-op.
       out = {
         kind: 'release',
         delayMs: 0,
