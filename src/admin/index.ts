@@ -26,4 +26,4 @@ export {
 } from './alerts.js';
 export { endpointHealth, type EndpointHealth } from '../endpoint-state/health.js';
 export { testEndpoint, TEST_TOPIC } from './test-delivery.js';
-export { listNotifications, markRead, type NotificationView } from './notifications.js';
+export { listInboxMessages, markInboxMessageRead, type InboxMessageView } from './inbox.js';

@@ -44,7 +44,7 @@ export function requireLimit(value: unknown, field: string, dflt: number, max: n
   return value;
 }
 
-/** A positive bigint id (audit row, notification) that fits PostgreSQL's bigint and JS numbers exactly. */
+/** A positive bigint id (audit row, inbox message) that fits PostgreSQL's bigint and JS numbers exactly. */
 export function requireId(value: unknown, field: string): number {
   const n = typeof value === 'string' && /^\d{1,15}$/.test(value) ? Number(value) : value;
   if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw badField(field, 'expected a non-negative integer id');

@@ -45,7 +45,7 @@ export async function addUser(
   const token = newToken();
   const added = await withTransaction(db, async (client) => {
     // A revoked name may be added again (how a leaked token is replaced): a new token and role,
-    // the same user row, so its notifications and idempotency keys stay its own.
+    // the same user row, so its inbox messages and idempotency keys stay its own.
     const res = await client.query<{ reissued: boolean }>(
       `insert into users (name, role, token_hash) values ($1, $2, $3)
        on conflict (name) do update set role = excluded.role, token_hash = excluded.token_hash, revoked_at = null

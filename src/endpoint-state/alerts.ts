@@ -8,7 +8,7 @@ export type EndpointAlertAction = 'endpoint.circuit_opened' | 'endpoint.circuit_
 
 /**
  * Raise one alert about an endpoint: one audit_log row (the exactly-once record that `alerts` and
- * `GET /v1/alerts` read), one in-app notification to every admin (topic = the action), and a NOTIFY
+ * `GET /v1/alerts` read), one inbox message to every admin (topic = the action), and a NOTIFY
  * on the alerts channel that only wakes followers. Run it inside the transaction whose change the
  * alert reports, so it is raised exactly when that change commits. Returns the audit row id.
  */
