@@ -3,17 +3,12 @@ import type pg from 'pg';
 import { ROLES, type Role } from '../config/index.js';
 import type { Queryable } from '../db/pool.js';
 import { withTransaction } from '../db/pool.js';
-import { hashToken, newToken } from '../users.js';
+import { hashToken, newToken, type Principal } from '../users.js';
 import { writeAudit } from './audit.js';
 import { ApiError, badField } from '../errors.js';
 import { forgetUser } from './token-cache.js';
 
-/** API principals (roles in config.example.yaml, server.auth.users): tokens shown once, stored as SHA-256, compared in constant time. */
-export interface Principal {
-  id: string;
-  name: string;
-  role: Role;
-}
+export type { Principal };
 
 export interface UserView {
   name: string;
