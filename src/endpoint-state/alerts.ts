@@ -3,6 +3,11 @@ import type { Queryable } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import type { CachedState, CircuitState } from './types.js';
 
+/**
+ * An endpoint's alerts (docs/operations.md#alerts): the statement that raises one, and the
+ * circuit's two, open too long and recovered, each raised once across processes.
+ */
+
 /** Alert actions about an endpoint as a whole (not one job); each is in ALERT_ACTIONS (src/admin/alerts.ts). */
 export type EndpointAlertAction = 'endpoint.circuit_opened' | 'endpoint.circuit_closed' | 'endpoint.expired';
 
