@@ -94,7 +94,7 @@ try {
   };
   await completeJobs(
     completeCapture,
-    held.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, attempt })),
+    held.map((j) => ({ leased: { id: j.id, leaseToken: j.leaseToken }, attempt })),
   );
   for (const mode of ['force_custom_plan', 'force_generic_plan'])
     await explain(`complete ${held.length} with attempt rows (acw_complete_att)`, completeCapture.seen[0], mode);

@@ -8,7 +8,7 @@ export interface NotifyEvent {
   topic: string;
   /** Any JSON value (null included), at most 256 KiB serialised. */
   data: unknown;
-  /** User names that get an in-app notification of the event, webhook or not. */
+  /** User names that get an inbox message of the event (`GET /v1/notifications`), webhook or not. */
   recipients?: string[];
   /** The same key again answers with the first result and writes nothing. Generated when omitted. */
   idempotencyKey?: string;

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { HELD_JOBS_CAP, readEndpointStates, type EndpointStateView } from './admin/endpoint-state.js';
+import { HELD_JOBS_CAP, readEndpointStates, type EndpointStateView } from './endpoint-state/health.js';
 import type { Endpoint } from './config/index.js';
 import { coerceError } from './errors.js';
 import { silentLogger, type Logger } from './log.js';

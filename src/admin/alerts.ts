@@ -59,7 +59,7 @@ export interface AlertView {
   created_at: string;
   /**
    * A dead letter: job_id, type, endpoint, topic, event_id, attempts, reason, last_error. An endpoint
-   * alert (src/admin/endpoint-alerts.ts): endpoint, and what its action records.
+   * alert (src/endpoint-state/alerts.ts): endpoint, and what its action records.
    */
   [detail: string]: unknown;
 }

@@ -8,7 +8,7 @@ import { insertJobs, replayJobs } from '../queue/transitions.js';
 import type { NewJob } from '../queue/types.js';
 import { WEBHOOK_JOB, buildBody, webhookJobId, type DeliverPayload } from '../webhook/job.js';
 import { writeAudit } from './audit.js';
-import { requireEndpoint } from './endpoint-state.js';
+import { requireEndpoint } from './params.js';
 import { isPrintable } from './params.js';
 
 /**

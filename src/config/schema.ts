@@ -136,8 +136,9 @@ const webhook = withRule(
 );
 
 /**
- * Seed 003's application runners: their `jobs:` blocks load as written and each is handed to the
- * runner of that name an embedding application registers (docs/integrate.md#periodic-runners).
+ * The application runners the config knows by name (the host application's workspace fetch,
+ * worktree prune and attachment cleanup): their `jobs:` blocks load as written and each is handed
+ * to the runner of that name an embedding application registers (docs/integrate.md#periodic-runners).
  * Names the host registers are accepted the same way (LoadOptions.runners); any other key stays an error.
  */
 export const APP_RUNNERS = ['workspace_fetch', 'worktree_prune', 'attachment_cleanup'] as const;

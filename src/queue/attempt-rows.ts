@@ -1,4 +1,4 @@
-import type { AttemptRecord, Held } from './types.js';
+import type { AttemptRecord, LeaseRef } from './types.js';
 
 /**
  * The attempt rows an outcome carries (one HTTP try each), written by the outcome's own statement
@@ -12,14 +12,14 @@ export interface AttemptArrays {
   cte: (first: number) => string;
 }
 
-export function attemptArrays(items: ReadonlyArray<{ held: Held; attempt?: AttemptRecord | undefined }>): AttemptArrays | null {
+export function attemptArrays(items: ReadonlyArray<{ leased: LeaseRef; attempt?: AttemptRecord | undefined }>): AttemptArrays | null {
   const rows: unknown[] = [];
   for (const i of items) {
     const a = i.attempt;
     if (!a) continue;
     rows.push({
-      job_id: i.held.id,
-      lease_token: i.held.leaseToken,
+      job_id: i.leased.id,
+      lease_token: i.leased.leaseToken,
       attempt: a.attempt,
       endpoint: a.endpoint,
       status_code: a.statusCode,

@@ -6,7 +6,7 @@ import type { ClaimedJob, DeadJob, DeadReason, JobStatus, NewJob } from './types
  * transitions.ts.
  */
 
-/** Lease gone: no worker holds the job. */
+/** Lease gone: no worker has the job leased. */
 export const CLEAR_LEASE = `locked_by = null, lease_token = null, lease_expires_at = null, updated_at = now()`;
 /** A real attempt or an operator's move ends a series of skipped turns (see unparkJobs). */
 export const NOT_SKIPPED = `parked_since = null, skipped_since = null`;
@@ -77,7 +77,7 @@ export interface InsertRow {
 }
 
 /** A job inserted as running (claim on dispatch), as if claimed: attempt 1 spent, lease issued. */
-export function toHeldJob(j: NewJob, r: InsertRow & { lease_token: string; lease_expires_ms: number }, localNow: number): ClaimedJob {
+export function toLeasedJob(j: NewJob, r: InsertRow & { lease_token: string; lease_expires_ms: number }, localNow: number): ClaimedJob {
   return {
     id: r.id,
     type: j.type,

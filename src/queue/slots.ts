@@ -1,3 +1,4 @@
+import type { EndpointGate } from './endpoint-gate.js';
 import type { ClaimedJob } from './types.js';
 
 /** The most jobs one claim takes, so a big backlog does not open thousands of sockets at once. */
@@ -11,21 +12,20 @@ export interface SlotLimits {
    * Absent: deliveries share `workers` (one budget for every job, as a bare WorkerPool has).
    */
   deliveries?: number | undefined;
-  /** Per-endpoint caps now (each endpoint's max_in_flight, lowered while it fails); read at every claim. */
-  caps?: (() => ReadonlyMap<string, number>) | undefined;
+  /** The endpoint gate's caps (EndpointGate.endpointLimits), read at every claim. */
+  caps?: EndpointGate['endpointLimits'] | undefined;
   /**
-   * Endpoints whose cap has dropped below their configured max_in_flight (they have been failing).
-   * Together they get at most half of the delivery budget, so failing receivers cannot crowd out
-   * healthy ones however many of them there are.
+   * The endpoint gate's degraded endpoints: together they get at most half of the delivery budget,
+   * so failing receivers cannot crowd out healthy ones however many of them there are.
    */
-  degraded?: ((endpoint: string) => boolean) | undefined;
+  degraded?: EndpointGate['degraded'] | undefined;
   /**
-   * Endpoints whose jobs wait, as this process knows (an open circuit, paused, disabled): offered no
-   * slot and refused for claim on dispatch. The claim itself checks the shared state too.
+   * The endpoint gate's held endpoints: offered no slot and refused for claim on dispatch (the claim
+   * itself checks the shared state too).
    */
-  held?: ((endpoint: string) => boolean) | undefined;
-  /** Rate limits per endpoint (deliveries/s); a rate-limited endpoint is claimed only, never on dispatch. */
-  rates?: (() => ReadonlyMap<string, number>) | undefined;
+  held?: EndpointGate['held'] | undefined;
+  /** The endpoint gate's rate limits: a rate-limited endpoint is claimed only, never on dispatch. */
+  rates?: EndpointGate['rates'] | undefined;
 }
 
 /** What one claim may take: application jobs, deliveries overall and per endpoint, and in all. */
@@ -41,7 +41,7 @@ export interface ClaimPlan {
 }
 
 /**
- * A worker pool's slot accounting: jobs held (running, or reserved for a job being inserted as
+ * A worker pool's slot accounting: slots taken (by running jobs, or reserved for a job being inserted as
  * running by claim on dispatch), by budget and per endpoint, and the slots an in-flight claim may
  * fill, which a reservation must keep off.
  */
@@ -65,8 +65,8 @@ export class SlotBudget {
     return this.claim !== null;
   }
 
-  /** Jobs held now, either budget. */
-  get held(): number {
+  /** Slots taken now, either budget. */
+  get taken(): number {
     return this.apps + this.deliveries;
   }
 
@@ -87,12 +87,12 @@ export class SlotBudget {
     return this.shared ? this.freeWorkers() : this.deliveryCap - this.deliveries;
   }
 
-  /** What degraded endpoints may hold together: half the delivery budget (at least 1). */
+  /** What degraded endpoints may take together: half the delivery budget (at least 1). */
   private degradedHalf(): number {
     return Math.max(1, Math.floor(this.deliveryCap / 2));
   }
 
-  /** Slots held now by the endpoints degraded now. */
+  /** Slots taken now by the endpoints degraded now. */
   private degradedUsed(): number {
     const degraded = this.limits.degraded;
     if (!degraded) return 0;
@@ -167,7 +167,7 @@ export class SlotBudget {
     return true;
   }
 
-  /** A job starts holding a slot (a claimed one, or a reservation). */
+  /** A job takes a slot (a claimed one, or a reservation). */
   take(endpoint: string | null): void {
     if (endpoint === null) {
       this.apps++;
@@ -177,7 +177,7 @@ export class SlotBudget {
     this.perEndpoint.set(endpoint, this.used(endpoint) + 1);
   }
 
-  /** A job stops holding its slot (finished, handed back, or a reservation not written). */
+  /** A job gives its slot back (finished, handed back, or a reservation not written). */
   drop(endpoint: string | null): void {
     if (endpoint === null) {
       this.apps--;

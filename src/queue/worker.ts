@@ -1,17 +1,14 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { DoublingDelay, Wakeup } from '../delay.js';
 import { PermanentError, coerceError } from '../errors.js';
 import { Listener } from '../db/listener.js';
 import { silentLogger, type Logger } from '../log.js';
-import { EveryMinute, refusesWrites } from '../log-throttle.js';
 import { outcomeDelay } from './backoff.js';
-import { ClaimTimers } from './claim-timers.js';
+import { ClaimLoop } from './claim-loop.js';
 import { Flusher } from './flusher.js';
 import { Heartbeat, type Running } from './heartbeat.js';
-import { SlotBudget, slotsUsedUp, type ClaimPlan } from './slots.js';
-import { nextDueIn, pendingEndpoints } from './store.js';
-import { claimJobs, releaseJobs } from './transitions.js';
+import { SlotBudget } from './slots.js';
+import { releaseJobs } from './transitions.js';
 import type { JobContext, JobHandler, OutcomeHandler } from './handler.js';
 import type { ClaimedJob, JobOutcome } from './types.js';
 import type { WorkerPoolOptions } from './worker-options.js';
@@ -23,31 +20,17 @@ export function makeWorkerId(): string {
 }
 
 /**
- * A pool of `concurrency` jobs in flight in this process: claims in batches, writes outcomes in
- * batches (Flusher), renews every lease in one statement (Heartbeat).
- *
- * When it claims, and why (each rule measured in bench/README.md#tuning-notes):
- * - One claim in flight at a time: jobs that finish while a claim runs make the next claim bigger.
- *   Per-row work dominates PostgreSQL's cost, so bigger batches are what raised throughput.
- * - It claims only with free slots and a reason to believe work exists: the last claim came back
- *   full, or something signalled new work since (a NOTIFY, the due timer, the fallback poll). A
- *   short claim means the queue is drained for this pool, unless a signal landed while it ran
- *   (`freshGen` counts them), so an idle pool does not spin on empty claims.
- * - After a short claim it reads when the next pending job falls due (the head of the due index)
- *   and sets a timer for it, so a retry due in 300 ms runs then, not at the next poll.
- * - A claim cut short by an endpoint's `max_in_flight` (not by an empty queue) skips that read:
- *   the next finished job of that endpoint is what frees work, and the pool claims again once a
- *   quarter of the endpoint's cap is free, or 2 ms after the first slot came back (refillSoon), so
- *   a capped endpoint is refilled in batches rather than one claim per finished job.
- * - Fresh events skip all of this: the fan-out inserts the jobs this pool has room for as running
- *   and hands them over after commit (Handover, reserve/adopt).
- * - The poll (`jobs.poll_interval`) is only the fallback for a lost NOTIFY or LISTEN connection.
+ * A pool of `concurrency` jobs in flight in this process: claims in batches (ClaimLoop, which says
+ * when and how much), writes outcomes in batches (Flusher), renews every lease in one statement
+ * (Heartbeat). Jobs also arrive claimed on dispatch (reserve/adopt, for the fan-out's Handover) and
+ * as the circuit breaker's probes (runClaimed). Its view of endpoints is its endpoint gate
+ * (endpoint-gate.ts), read through its slot accounting (SlotBudget).
  */
 export class WorkerPool {
   readonly workerId: string;
   private readonly log: Logger;
   private readonly handlers: Record<string, JobHandler | OutcomeHandler>;
-  /** Jobs held, by lease token: one job id can be held twice for a moment (see run()). */
+  /** Jobs leased here, by lease token: one job id can be leased twice for a moment (see run()). */
   private readonly running = new Map<string, Running>();
   /** The newest entry per job id. */
   private readonly byJobId = new Map<string, Running>();
@@ -56,32 +39,14 @@ export class WorkerPool {
   private listener: Listener | null = null;
   private stopping = false;
   private started = false;
-  private readonly wakeup = new Wakeup();
-  /** claim_error lines while the database refuses writes: once a minute. */
-  private readonly refusals = new EveryMinute();
-  private lastClaimFull = true;
-  /** Counts "new work may exist" signals, so one that lands while a claim runs is not lost. */
-  private freshGen = 0;
-  private unknownEndpoints: string[] = [];
-  private slotBound = false;
-  /** The last claim filled jobs.workers with application jobs (not short for them, whatever the total). */
-  private appsBound = false;
-  /** When the due index was last read after a short claim. */
-  private dueReadAt = -Infinity;
-  private discoveredAt = -Infinity;
-  /** Per rate-limited endpoint: claims in a row that found nothing for it (its retry wait doubles). */
-  private readonly rateIdle = new Map<string, number>();
-  private discovering = false;
-  private readonly timers: ClaimTimers;
+  private readonly claims: ClaimLoop;
   private readonly heartbeat: Heartbeat;
-  private loopDone: Promise<void> = Promise.resolve();
   private idle: Array<() => void> = [];
 
   constructor(private readonly opts: WorkerPoolOptions) {
     this.handlers = { ...opts.handlers };
     this.workerId = opts.workerId ?? makeWorkerId();
     this.log = (opts.log ?? silentLogger).child({ worker: this.workerId });
-    this.timers = new ClaimTimers({ pollMs: opts.pollMs, wake: () => this.wake(true) });
     this.slots = new SlotBudget({
       workers: opts.concurrency,
       deliveries: opts.deliveries,
@@ -96,7 +61,7 @@ export class WorkerPool {
       onDead: opts.onDead,
       onWritten: (f, changed, runAt) => {
         opts.onFinished?.(f, changed, runAt);
-        if (runAt) this.timers.due(runAt.getTime() - Date.now());
+        if (runAt) this.claims.dueIn(runAt.getTime() - Date.now());
       },
     });
     this.heartbeat = new Heartbeat({
@@ -105,6 +70,17 @@ export class WorkerPool {
       log: this.log,
       running: this.running,
       needed: () => !(this.stopping && this.running.size === 0 && this.flusher.idle),
+    });
+    this.claims = new ClaimLoop({
+      pool: opts.pool,
+      workerId: this.workerId,
+      leaseMs: opts.leaseMs,
+      pollMs: opts.pollMs,
+      types: () => Object.keys(this.handlers),
+      slots: this.slots,
+      endpointLimits: opts.endpointLimits,
+      log: this.log,
+      run: (job) => this.run(job),
     });
   }
 
@@ -161,7 +137,7 @@ export class WorkerPool {
       // If this fails too, the reaper hands them back once the lease runs out.
       await releaseJobs(
         this.opts.pool,
-        jobs.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 })),
+        jobs.map((j) => ({ leased: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 })),
       ).catch(() => undefined);
       return;
     }
@@ -174,7 +150,7 @@ export class WorkerPool {
    */
   runClaimed(job: ClaimedJob): void {
     if (this.stopping) {
-      void releaseJobs(this.opts.pool, [{ held: { id: job.id, leaseToken: job.leaseToken }, delayMs: 0 }]).catch(() => undefined);
+      void releaseJobs(this.opts.pool, [{ leased: { id: job.id, leaseToken: job.leaseToken }, delayMs: 0 }]).catch(() => undefined);
       return;
     }
     this.run(job);
@@ -192,151 +168,15 @@ export class WorkerPool {
     });
     await this.listener.start();
     this.heartbeat.start();
-    this.loopDone = this.loop();
+    this.claims.start();
   }
 
   /** Wake the claim loop; `fresh` says new work may exist (a NOTIFY, a timer, a poll). */
   wake(fresh = false): void {
-    if (fresh) this.markFresh();
-    this.wakeup.wake();
+    this.claims.wake(fresh);
   }
 
-  private markFresh(): void {
-    this.lastClaimFull = true;
-    this.freshGen++;
-  }
-
-  /** Wait for a wake-up; with none within `ms`, look anyway (the fallback poll). */
-  private async waitForWake(ms: number): Promise<void> {
-    if (!(await this.wakeup.wait(ms))) this.markFresh();
-  }
-
-  /**
-   * What the next claim may take (SlotBudget.beginClaim): the endpoints' caps, plus (uncapped)
-   * endpoints that have pending jobs but are not configured here, as last found by discover().
-   */
-  private planClaim(): ClaimPlan {
-    this.discover();
-    return this.slots.beginClaim(this.unknownEndpoints);
-  }
-
-  /**
-   * Look for endpoints with pending jobs that are not configured here, at most once per poll
-   * interval, beside the claims rather than before one: a claim woken by a NOTIFY never waits for
-   * this read. When it finds one the last claim could not know of, the loop claims again.
-   */
-  private discover(): void {
-    const limits = this.opts.endpointLimits?.();
-    if (!limits || this.discovering || Date.now() - this.discoveredAt < this.opts.pollMs) return;
-    this.discoveredAt = Date.now();
-    this.discovering = true;
-    pendingEndpoints(this.opts.pool)
-      .then(
-        (eps) => {
-          const found = eps.filter((e) => !limits.has(e));
-          const added = found.some((e) => !this.unknownEndpoints.includes(e));
-          this.unknownEndpoints = found;
-          if (added) this.wake(true);
-        },
-        () => undefined, // Keep the last list; the next look tries again.
-      )
-      .finally(() => (this.discovering = false));
-  }
-
-  private async loop(): Promise<void> {
-    const onError = new DoublingDelay(100, this.opts.pollMs);
-    while (!this.stopping) {
-      if (!this.slots.hasRoom() || !this.lastClaimFull) {
-        await this.waitForWake(this.opts.pollMs);
-        continue;
-      }
-      this.wakeup.clear();
-      const gen = this.freshGen;
-      let jobs: ClaimedJob[];
-      let plan: ClaimPlan;
-      try {
-        plan = this.planClaim();
-        jobs = await claimJobs(this.opts.pool, {
-          workerId: this.workerId,
-          leaseMs: this.opts.leaseMs,
-          types: Object.keys(this.handlers),
-          plan,
-        });
-        onError.reset();
-        this.refusals.reset('claim');
-      } catch (err) {
-        this.slots.endClaim();
-        // A database refusing writes fails every claim until fixed: said once a minute, with the count skipped.
-        const skipped = refusesWrites(err) ? this.refusals.pass('claim') : 0;
-        if (skipped !== undefined)
-          this.log.warn(
-            { event: 'job.claim_error', err: coerceError(err).message, ...(skipped > 0 ? { repeated: skipped } : {}) },
-            'claim failed; retrying',
-          );
-        await this.waitForWake(onError.next());
-        continue;
-      }
-      if (this.stopping) {
-        // Claimed while the stop began: hand them straight back, attempt unspent.
-        this.slots.endClaim();
-        await releaseJobs(
-          this.opts.pool,
-          jobs.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 })),
-        ).catch(() => undefined);
-        break;
-      }
-      this.slots.endClaim();
-      for (const job of jobs) this.run(job);
-      // With two budgets, application jobs can fill theirs (jobs.workers) while the claim as a whole
-      // is short: more of them may be waiting, so a finished one claims again (see finish()).
-      if (plan.endpoints && plan.workers > 0) this.appsBound = jobs.filter((j) => j.endpoint === null).length >= plan.workers;
-      // A short claim means the queue is drained for us, unless new work was signalled meanwhile.
-      if (jobs.length < plan.total && this.freshGen === gen) {
-        this.lastClaimFull = false;
-        // Short because an endpoint used up its slots (not because the queue is empty): its next
-        // finished job frees a slot, and that is the moment to claim again.
-        this.slotBound = slotsUsedUp(plan.endpoints, jobs);
-        this.rateWait(plan, jobs);
-        // Held back by a cap, the capped endpoint's next finished job is what frees its work, but
-        // another endpoint's job may fall due before: look at the due index then too, at most every
-        // 250 ms (a capped endpoint is claimed again every few finished jobs).
-        if (!this.slotBound || Date.now() - this.dueReadAt >= 250) {
-          this.dueReadAt = Date.now();
-          try {
-            const due = await nextDueIn(this.opts.pool);
-            if (due !== null && due > 0) this.timers.due(due);
-          } catch {
-            // The poll covers it.
-          }
-        }
-      }
-    }
-  }
-
-  /**
-   * A rate-limited endpoint that got fewer jobs than it had slots may have run out of tokens, not
-   * of jobs: claim again when its next token is due (1/rate). One that got none may simply have no
-   * jobs, so its wait doubles each time up to the poll interval (new jobs send a NOTIFY anyway).
-   */
-  private rateWait(plan: ClaimPlan, jobs: readonly ClaimedJob[]): void {
-    const rates = plan.rates;
-    if (!rates || !plan.endpoints) return;
-    const got = new Map<string, number>();
-    for (const j of jobs) if (j.endpoint !== null) got.set(j.endpoint, (got.get(j.endpoint) ?? 0) + 1);
-    let wait = Infinity;
-    for (const [ep, rate] of rates) {
-      const offered = plan.endpoints.get(ep) ?? 0;
-      if (rate <= 0 || offered <= 0) continue;
-      const k = got.get(ep) ?? 0;
-      if (k >= offered) continue;
-      const idle = k > 0 ? 0 : Math.min(6, (this.rateIdle.get(ep) ?? 0) + 1);
-      this.rateIdle.set(ep, idle);
-      wait = Math.min(wait, Math.min(this.opts.pollMs, Math.max(5, 1000 / rate) * 2 ** Math.max(0, idle - 1)));
-    }
-    if (wait < Infinity) this.timers.due(wait);
-  }
-
-  /** Start a held job; `counted` when its endpoint slot was already taken by reserve(). */
+  /** Start a leased job; `counted` when its endpoint slot was already taken by reserve(). */
   private run(job: ClaimedJob, counted = false): void {
     const entry: Running = { job, ctl: new AbortController(), leaseLost: false, shutdownAborted: false, expiresAt: job.leaseExpiresAt };
     // The same job under a new lease while an older run of it still goes on here: a dispatch redone
@@ -373,21 +213,12 @@ export class WorkerPool {
       // An observer's bug must not cost the outcome: it is written whatever happens here.
       this.log.error({ event: 'job.observer_error', job_id: job.id, err: coerceError(err).message }, 'outcome observer failed');
     }
-    if (job.endpoint === null && this.appsBound) {
-      // The last claim filled the application jobs' budget: the queue may hold more of them.
-      this.appsBound = false;
-      this.wake(true);
-    }
-    if (job.endpoint !== null) {
-      // A slot came back while the last claim was held back by slots: there may be work for it.
-      // Claim once a quarter of the endpoint's cap is free (or 2 ms after the first slot), so a
-      // capped endpoint is refilled in batches rather than one claim per finished job.
-      if (this.slotBound) this.refillSoon(job.endpoint);
-    }
+    // A slot came back: the claim loop claims again if the last claim was bound by it.
+    this.claims.finished(job);
     let out = outcome;
     if ((entry.shutdownAborted || entry.leaseLost) && out.kind !== 'complete') {
       // Cut short by us (shutdown, or a lease we could no longer prove): hand it back without
-      // spending the attempt. If another worker really holds it now, the guarded write is a no-op.
+      // spending the attempt. If another worker really has it leased now, the guarded write is a no-op.
       out = {
         kind: 'release',
         delayMs: 0,
@@ -401,16 +232,6 @@ export class WorkerPool {
     if (this.running.size === 0) for (const r of this.idle.splice(0)) r();
   }
 
-  private refillSoon(endpoint: string): void {
-    const cap = this.slots.cap(endpoint);
-    const free = cap === undefined ? Infinity : cap - this.slots.used(endpoint);
-    this.timers.refill(free, cap, () => {
-      if (!this.slotBound) return;
-      this.slotBound = false;
-      this.wake(true);
-    });
-  }
-
   /**
    * Stop claiming, let in-flight jobs finish within the grace, then abort the rest (their HTTP
    * requests included) and hand them back without spending their attempt.
@@ -418,10 +239,9 @@ export class WorkerPool {
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
-    this.wake();
-    this.timers.stop();
+    this.claims.halt();
     await this.listener?.close();
-    await this.loopDone;
+    await this.claims.ended;
     if (this.running.size > 0) {
       const drained = new Promise<void>((r) => this.idle.push(r));
       let timer: NodeJS.Timeout | undefined;

@@ -54,7 +54,7 @@ async function purgeBatched(pool: pg.Pool, sql: string, params: unknown[], batch
 /**
  * Retention (docs/operations.md#periodic-runners): completed jobs past completed_retention and dead or cancelled ones past
  * dead_retention go with their webhook_attempts; events with no job left past completed_retention;
- * read notifications past dead_retention. audit_log is kept.
+ * read inbox messages (`notifications`) past dead_retention. audit_log is kept.
  */
 export async function purgeOld(pool: pg.Pool, opts: PurgeOptions): Promise<PurgeCounts> {
   const b = opts.batchSize;

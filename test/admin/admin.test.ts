@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { followAlerts, readAlerts, type AlertView } from '../../src/admin/alerts.js';
-import { endpointHealth } from '../../src/admin/endpoints.js';
+import { endpointHealth } from '../../src/endpoint-state/health.js';
 import { ApiError } from '../../src/errors.js';
 import { cancelJob, getJob, listJobs, redriveJobs, retryJob } from '../../src/admin/jobs.js';
-import { listNotifications, markRead } from '../../src/admin/notifications.js';
+import { listInboxMessages, markInboxMessageRead } from '../../src/admin/inbox.js';
 import { addUser, authenticate, listUsers, revokeUser } from '../../src/admin/users.js';
 import type { Endpoint } from '../../src/config/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
@@ -124,19 +124,19 @@ async function seed(): Promise<{ alice: string; bob: string; ids: number[] }> {
 describe('notifications', () => {
   it('lists only the caller own, newest first, paged; unread_only after markRead', async () => {
     const { alice, ids } = await seed();
-    const p1 = await listNotifications(db.pool, alice, { limit: 3 });
+    const p1 = await listInboxMessages(db.pool, alice, { limit: 3 });
     expect(p1.items.map((n) => n.id)).toEqual(ids.toReversed().slice(0, 3));
-    const p2 = await listNotifications(db.pool, alice, { limit: 3, cursor: p1.next_cursor! });
+    const p2 = await listInboxMessages(db.pool, alice, { limit: 3, cursor: p1.next_cursor! });
     expect(p2.items.map((n) => n.id)).toEqual(ids.toReversed().slice(3));
     expect(p2.next_cursor).toBeNull();
-    const read = await markRead(db.pool, alice, ids[0]!);
+    const read = await markInboxMessageRead(db.pool, alice, ids[0]!);
     expect(read.read_at).toEqual(expect.any(String));
-    expect((await listNotifications(db.pool, alice, { unread_only: true })).items).toHaveLength(4);
+    expect((await listInboxMessages(db.pool, alice, { unread_only: true })).items).toHaveLength(4);
   });
 
   it("marking someone else's notification is a 404", async () => {
     const { bob, ids } = await seed();
-    expect((await refusal(markRead(db.pool, bob, ids[0]!))).status).toBe(404);
+    expect((await refusal(markInboxMessageRead(db.pool, bob, ids[0]!))).status).toBe(404);
     expect((await db.pool.query(`select 1 from notifications where read_at is not null`)).rows).toHaveLength(0);
   });
 });

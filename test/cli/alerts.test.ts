@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { raiseEndpointAlert, type EndpointAlertAction } from '../../src/admin/endpoint-alerts.js';
+import { raiseEndpointAlert, type EndpointAlertAction } from '../../src/endpoint-state/alerts.js';
 import { deadLetterHook } from '../../src/webhook/dead-letter.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { startProc, type Proc } from '../helpers/procs.js';

@@ -1,7 +1,7 @@
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ALERT_ACTIONS } from '../../src/admin/alerts.js';
-import { raiseEndpointAlert, type EndpointAlertAction } from '../../src/admin/endpoint-alerts.js';
+import { raiseEndpointAlert, type EndpointAlertAction } from '../../src/endpoint-state/alerts.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';

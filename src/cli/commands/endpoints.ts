@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import type pg from 'pg';
-import { pauseEndpoint, requireEndpoint, resumeEndpoint } from '../../admin/endpoint-state.js';
-import { endpointHealth, endpointView } from '../../admin/endpoints.js';
+import { requireEndpoint } from '../../admin/params.js';
+import { endpointHealth, endpointView } from '../../endpoint-state/health.js';
+import { pauseEndpoint, resumeEndpoint } from '../../endpoint-state/operator.js';
 import type { Config, Endpoint } from '../../config/index.js';
 import { resolveEndpoints } from '../../config/index.js';
 import type { Queryable } from '../../db/pool.js';

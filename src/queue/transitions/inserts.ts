@@ -1,10 +1,10 @@
 import type { Queryable } from '../../db/pool.js';
-import { toHeldJob, type InsertRow } from '../job-rows.js';
+import { toLeasedJob, type InsertRow } from '../job-rows.js';
 import type { ClaimedJob, NewJob } from '../types.js';
-import type { HoldOptions, InsertedJobs } from '../transition-types.js';
+import type { InsertedJobs, LeaseOptions } from '../transition-types.js';
 
-// Inserts: new jobs, pending or held as running by the process that made them (the module's
-// rules: ../transitions.ts).
+// Inserts: new jobs, pending, or running under a lease of the process that made them (the
+// module's rules: ../transitions.ts).
 
 /**
  * Insert many jobs in one statement, with one constant-payload NOTIFY for the lot (delivered at
@@ -15,8 +15,8 @@ export async function enqueueJobs(db: Queryable, jobs: readonly NewJob[], channe
 }
 
 /**
- * Insert: -> pending, or -> running for the jobs named in `hold` (insert as running: claim on
- * dispatch), with a fresh lease for `hold.workerId` (one attempt spent, as a claim would): the
+ * Insert: -> pending, or -> running for the jobs named in `lease` (insert as running: claim on
+ * dispatch), with a fresh lease for `lease.workerId` (one attempt spent, as a claim would): the
  * caller hands them to its worker pool after commit, which saves a claim and a NOTIFY hop per job. Should the process die first, the
  * reaper hands them back when the lease runs out, as after any claim. The NOTIFY goes out only
  * when a job is pending. Leases run from the insert itself (clock_timestamp), not from the start
@@ -32,17 +32,17 @@ export async function insertJobs(
   db: Queryable,
   jobs: readonly NewJob[],
   channel: string,
-  hold?: HoldOptions,
+  lease?: LeaseOptions,
   opts: { skipExisting?: boolean } = {},
 ): Promise<InsertedJobs> {
-  if (jobs.length === 0) return { ids: [], held: [] };
+  if (jobs.length === 0) return { ids: [], leased: [] };
   // One json parameter built by one JSON.stringify, as for attempt rows (attempt-rows.ts): nine
   // arrays cost pg an escape per element (the payload's body escaped twice), 6% of a batch
   // notify's CPU. A JSON null is an SQL null there, hence the coalesce (the payload column is not null).
   let pending = false;
   const rows = jobs.map((j) => {
-    const held = hold !== undefined && j.id !== undefined && !j.delayMs && hold.ids.has(j.id);
-    if (!held) pending = true;
+    const leased = lease !== undefined && j.id !== undefined && !j.delayMs && lease.ids.has(j.id);
+    if (!leased) pending = true;
     return {
       id: j.id ?? null,
       type: j.type,
@@ -51,11 +51,11 @@ export async function insertJobs(
       delay: Math.max(0, Math.round(j.delayMs ?? 0)),
       event_id: j.eventId ?? null,
       endpoint: j.endpoint ?? null,
-      held,
+      leased,
     };
   });
-  if (hold === undefined && !opts.skipExisting && jobs.every((j) => j.id !== undefined)) {
-    // Every id known, none held, none skipped: either all go in or the statement fails, so nothing
+  if (lease === undefined && !opts.skipExisting && jobs.every((j) => j.id !== undefined)) {
+    // Every id known, none leased, none skipped: either all go in or the statement fails, so nothing
     // needs to come back. Not returning a row per job spared PostgreSQL ~10% of a batch notify's
     // job insert (bench/README.md#http-entry-point).
     await db.query({
@@ -67,7 +67,7 @@ export async function insertJobs(
       select pg_notify($2, '')`,
       values: [JSON.stringify(rows), channel],
     });
-    return { ids: jobs.map((j) => j.id!), held: [] };
+    return { ids: jobs.map((j) => j.id!), leased: [] };
   }
   const res = await db.query<InsertRow>({
     name: opts.skipExisting ? 'acw_enqueue_skip' : 'acw_enqueue',
@@ -75,30 +75,30 @@ export async function insertJobs(
       insert into jobs (id, type, payload, max_attempts, run_at, event_id, endpoint, status, attempts, locked_by, lease_token, lease_expires_at)
       select coalesce(t.id, gen_random_uuid()), t.type, coalesce(t.payload, 'null'::jsonb), t.max_attempts,
         now() + t.delay * interval '1 millisecond', t.event_id, t.endpoint,
-        case when t.held then 'running' else 'pending' end, case when t.held then 1 else 0 end,
-        case when t.held then $3 end, case when t.held then gen_random_uuid() end,
-        case when t.held then clock_timestamp() + $4 * interval '1 millisecond' end
+        case when t.leased then 'running' else 'pending' end, case when t.leased then 1 else 0 end,
+        case when t.leased then $3 end, case when t.leased then gen_random_uuid() end,
+        case when t.leased then clock_timestamp() + $4 * interval '1 millisecond' end
       from json_to_recordset($1::json)
-        as t(id uuid, type text, payload jsonb, max_attempts int, delay int, event_id uuid, endpoint text, held boolean)
+        as t(id uuid, type text, payload jsonb, max_attempts int, delay int, event_id uuid, endpoint text, leased boolean)
       ${opts.skipExisting ? 'on conflict (id) do nothing' : ''}
       returning id, lease_token, extract(epoch from lease_expires_at)::float8 * 1000 as lease_expires_ms)
     select ins.*, extract(epoch from clock_timestamp())::float8 * 1000 as db_now_ms
     from ins, (select case when bool_or(p) then pg_notify($2, '') end from unnest(array[$5::boolean]) p) n`,
-    values: [JSON.stringify(rows), channel, hold?.workerId ?? null, hold?.leaseMs ?? 0, pending],
+    values: [JSON.stringify(rows), channel, lease?.workerId ?? null, lease?.leaseMs ?? 0, pending],
   });
   const ids = res.rows.map((r) => r.id);
-  const held: ClaimedJob[] = [];
-  if (hold) {
+  const leased: ClaimedJob[] = [];
+  if (lease) {
     const localNow = Date.now();
     const byId = new Map(jobs.map((j) => [j.id, j]));
     for (const r of res.rows) {
       if (r.lease_token === null || r.lease_expires_ms === null) continue;
       const j = byId.get(r.id);
       if (!j) continue;
-      held.push(toHeldJob(j, { ...r, lease_token: r.lease_token, lease_expires_ms: r.lease_expires_ms }, localNow));
+      leased.push(toLeasedJob(j, { ...r, lease_token: r.lease_token, lease_expires_ms: r.lease_expires_ms }, localNow));
     }
   }
-  return { ids, held };
+  return { ids, leased };
 }
 
 /** An event's statement and its jobs, written as one (insertWithJobs). */
@@ -109,7 +109,7 @@ export interface WithJobs {
    * that met a taken key), no job goes in and nothing is notified.
    */
   first: { text: string; values: unknown[] };
-  /** Due now, none held: the jobs' ids and endpoints, one each. */
+  /** Due now, none leased: the jobs' ids and endpoints, one each. */
   ids: readonly string[];
   endpoints: readonly string[];
   type: string;

@@ -2,31 +2,31 @@ import type pg from 'pg';
 import { withTransaction, type Queryable } from '../../db/pool.js';
 import { attemptArrays } from '../attempt-rows.js';
 import { ATTEMPTS_SPENT, CLEAR_LEASE, NOT_SKIPPED, dbToLocal, toDead, type TransitionRow } from '../job-rows.js';
-import type { AttemptRecord, DeadHook, Held } from '../types.js';
+import type { AttemptRecord, DeadHook, LeaseRef } from '../types.js';
 import type { FailItem, FailResult, ReleaseItem } from '../transition-types.js';
 
-// A worker's writes on the jobs it holds: each guarded by id + lease_token + status 'running', with
+// A worker's writes on the jobs it has leased: each guarded by id + lease_token + status 'running', with
 // the attempt rows in the same statement (the module's rules: ../transitions.ts).
 
-/** Renew the leases of every job held; returns the new expiry (on this process's clock) of those still held. */
-export async function renewLeases(db: Queryable, held: readonly Held[], leaseMs: number): Promise<Map<string, number>> {
-  if (held.length === 0) return new Map();
+/** Renew the leases of every job leased here; returns the new expiry (on this process's clock) of those still leased. */
+export async function renewLeases(db: Queryable, leases: readonly LeaseRef[], leaseMs: number): Promise<Map<string, number>> {
+  if (leases.length === 0) return new Map();
   const res = await db.query<{ id: string; lease_expires_at: Date; db_now: Date }>({
     name: 'acw_renew',
     text: `update jobs j set lease_expires_at = now() + $3 * interval '1 millisecond'
       from unnest($1::uuid[], $2::uuid[]) t(id, lease_token)
       where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
       returning j.id, j.lease_expires_at, now() as db_now`,
-    values: [held.map((h) => h.id), held.map((h) => h.leaseToken), leaseMs],
+    values: [leases.map((h) => h.id), leases.map((h) => h.leaseToken), leaseMs],
   });
   const localNow = Date.now();
   return new Map(res.rows.map((r) => [r.id, dbToLocal(r.lease_expires_at.getTime(), r.db_now.getTime(), localNow)]));
 }
 
-/** Complete: running -> completed. Returns the ids whose lease still held (the rest changed nothing). */
+/** Complete: running -> completed. Returns the ids whose lease still stood (the rest changed nothing). */
 export async function completeJobs(
   db: Queryable,
-  items: ReadonlyArray<{ held: Held; attempt?: AttemptRecord | undefined }>,
+  items: ReadonlyArray<{ leased: LeaseRef; attempt?: AttemptRecord | undefined }>,
 ): Promise<Set<string>> {
   if (items.length === 0) return new Set();
   const att = attemptArrays(items);
@@ -38,7 +38,7 @@ export async function completeJobs(
         where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
         returning j.id)${att ? att.cte(3) : ''}
       select id from upd`,
-    values: [items.map((i) => i.held.id), items.map((i) => i.held.leaseToken), ...(att?.values ?? [])],
+    values: [items.map((i) => i.leased.id), items.map((i) => i.leased.leaseToken), ...(att?.values ?? [])],
   });
   return new Set(res.rows.map((r) => r.id));
 }
@@ -64,15 +64,15 @@ export async function failJobs(pool: pg.Pool, items: readonly FailItem[], onDead
       }
     select * from upd`;
   const values = [
-    items.map((i) => i.held.id),
-    items.map((i) => i.held.leaseToken),
+    items.map((i) => i.leased.id),
+    items.map((i) => i.leased.leaseToken),
     items.map((i) => i.error),
     items.map((i) => i.dead),
     items.map((i) => Math.max(0, Math.round(i.delayMs))),
     ...(att?.values ?? []),
   ];
   // A job sent to dead on purpose keeps its reason; one that ran out of attempts says so.
-  const reasons = new Map(items.map((i) => [i.held.id, i.dead ? i.reason : ('max_attempts' as const)]));
+  const reasons = new Map(items.map((i) => [i.leased.id, i.dead ? i.reason : ('max_attempts' as const)]));
   return withTransaction(pool, async (client) => {
     const res = await client.query<TransitionRow & { run_at: Date }>({ name: att ? 'acw_fail_att' : 'acw_fail', text, values });
     const dead = res.rows.filter((r) => r.status === 'dead');
@@ -106,8 +106,8 @@ export async function releaseJobs(db: Queryable, items: readonly ReleaseItem[]):
         returning j.id)${att ? att.cte(6) : ''}
       select id from upd`,
     values: [
-      items.map((i) => i.held.id),
-      items.map((i) => i.held.leaseToken),
+      items.map((i) => i.leased.id),
+      items.map((i) => i.leased.leaseToken),
       items.map((i) => Math.max(0, Math.round(i.delayMs))),
       items.map((i) => i.error ?? null),
       items.map((i) => i.park ?? null),

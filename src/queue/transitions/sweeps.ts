@@ -4,7 +4,7 @@ import { ATTEMPTS_SPENT, CLEAR_LEASE, toDead, type ReapedRow } from '../job-rows
 import type { DeadHook } from '../types.js';
 import type { ExpiredRow, ExpiryCursor } from '../transition-types.js';
 
-// The process's own moves on jobs no worker holds: the unpark at start, the reaper's expired
+// The process's own moves on jobs no worker has leased: the unpark at start, the reaper's expired
 // leases, the expiry of held jobs past their maximum age (the module's rules: ../transitions.ts).
 
 /**

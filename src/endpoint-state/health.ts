@@ -1,13 +1,90 @@
+import { iso, requireEndpoint } from '../admin/params.js';
 import { redactUrl, type Endpoint, type Scheme } from '../config/index.js';
 import type { Queryable } from '../db/pool.js';
-import { withTransaction } from '../db/pool.js';
-import { enqueueJobs } from '../queue/transitions.js';
-import type { Service } from '../service.js';
-import { WEBHOOK_JOB, buildBody, type DeliverPayload } from '../webhook/job.js';
-import { writeAudit } from './audit.js';
-import { ApiError, badField } from '../errors.js';
-import { prepareTestDelivery, readEndpointStates, requireEndpoint, type CircuitState } from './endpoint-state.js';
-import { iso } from './params.js';
+import { badField } from '../errors.js';
+import type { CircuitState } from './types.js';
+
+/**
+ * What operators read of endpoints (`GET /v1/endpoints`, `endpoints list`, the endpoint metrics):
+ * each endpoint's shared state (`endpoint_state`, held jobs counted) and its recent delivery health
+ * (`webhook_attempts`), beside its config.
+ */
+
+/** One endpoint's shared state as operators see it; an endpoint with no row is closed with no failures. */
+export interface EndpointStateView {
+  paused: boolean;
+  paused_at: Date | null;
+  paused_by: string | null;
+  circuit: CircuitState;
+  circuit_since: Date | null;
+  opened_at: Date | null;
+  next_probe_at: Date | null;
+  consecutive_failures: number;
+  last_error: string | null;
+  last_error_at: Date | null;
+  /** Due pending jobs held back (open, half-open, paused or disabled), counted up to the cap; 0 otherwise. */
+  held_jobs: number;
+}
+
+/** Held jobs are counted up to this many per endpoint: a bounded read of the due index, like acw_queue_depth. */
+export const HELD_JOBS_CAP = 100_000;
+
+interface StateRow {
+  endpoint: string;
+  circuit: CircuitState | null;
+  circuit_since: Date | null;
+  opened_at: Date | null;
+  next_probe_at: Date | null;
+  consecutive_failures: number | null;
+  last_error: string | null;
+  last_error_at: Date | null;
+  paused: boolean | null;
+  paused_at: Date | null;
+  paused_by: string | null;
+  held_jobs: number;
+}
+
+/**
+ * The state of each endpoint in one statement. Held jobs are counted only for an endpoint that holds
+ * them, through jobs_due_endpoint_idx (endpoint, run_at, id) where status = 'pending', and at most
+ * `cap` each, so a large backlog costs a bounded index read.
+ */
+export async function readEndpointStates(
+  db: Queryable,
+  endpoints: readonly Pick<Endpoint, 'name' | 'enabled'>[],
+  cap = HELD_JOBS_CAP,
+): Promise<Map<string, EndpointStateView>> {
+  const res = await db.query<StateRow>({
+    name: 'acw_endpoint_states',
+    text: `select e.name as endpoint, s.circuit, s.circuit_since, s.opened_at, s.next_probe_at, s.consecutive_failures,
+         s.last_error, s.last_error_at, s.paused, s.paused_at, s.paused_by,
+         case when coalesce(s.circuit, 'closed') <> 'closed' or coalesce(s.paused, false) or not e.enabled
+           then (select count(*)::int from (select 1 from jobs j
+                  where j.status = 'pending' and j.endpoint = e.name and j.run_at <= now() limit $3) h)
+           else 0 end as held_jobs
+       from unnest($1::text[], $2::bool[]) as e(name, enabled)
+       left join endpoint_state s on s.endpoint = e.name`,
+    values: [endpoints.map((e) => e.name), endpoints.map((e) => e.enabled), cap],
+  });
+  return new Map(
+    res.rows.map((r) => [
+      r.endpoint,
+      {
+        paused: r.paused ?? false,
+        paused_at: r.paused_at,
+        paused_by: r.paused_by,
+        circuit: r.circuit ?? 'closed',
+        circuit_since: r.circuit_since,
+        opened_at: r.opened_at,
+        next_probe_at: r.next_probe_at,
+        consecutive_failures: r.consecutive_failures ?? 0,
+        last_error: r.last_error,
+        last_error_at: r.last_error_at,
+        held_jobs: r.held_jobs,
+      },
+    ]),
+  );
+}
 
 /** Endpoints as operators see them: config (URL shown, secret never) and recent delivery health. */
 export interface EndpointHealth {
@@ -167,40 +244,4 @@ export async function endpointView(
 ): Promise<EndpointHealth> {
   const [view] = await endpointHealth(db, [requireEndpoint(endpoints, name)], 60, local);
   return view!;
-}
-
-export const TEST_TOPIC = 'webhook.test';
-
-/**
- * Send a `webhook.test` event to one endpoint only, whatever its whitelist: the event row is written
- * already dispatched (so the dispatcher never fans it out) and its one job is enqueued directly.
- */
-export async function testEndpoint(svc: Service, name: string, actor: string): Promise<{ event_id: string; job_ids: string[] }> {
-  const ep = requireEndpoint(svc.endpoints, name);
-  if (!ep.enabled) {
-    throw new ApiError(409, 'endpoint_disabled', `endpoint ${name} is disabled: a test would wait until it is enabled`, { field: 'name' });
-  }
-  const data = { message: 'test event from acw-webhooks', endpoint: name, requested_by: actor };
-  const result = await withTransaction(svc.db.pool, async (client) => {
-    // Paused: 409 before anything is written. Open: the test job waits for the probe, so probe now.
-    const { probeNow } = await prepareTestDelivery(client, svc.channels.endpoints, name);
-    const ev = await client.query<{ id: string; created_at: Date }>(
-      `insert into events (topic, data, principal, dispatched_at) values ($1, $2::jsonb, $3, now()) returning id, created_at`,
-      [TEST_TOPIC, JSON.stringify(data), actor],
-    );
-    const { id: eventId, created_at: occurredAt } = ev.rows[0]!;
-    const payload: DeliverPayload = { topic: TEST_TOPIC, body: buildBody({ id: eventId, topic: TEST_TOPIC, occurredAt, data }) };
-    const jobIds = await enqueueJobs(
-      client,
-      [{ type: WEBHOOK_JOB, payload, maxAttempts: svc.config.jobs.max_attempts, eventId, endpoint: name }],
-      svc.channels.jobs,
-    );
-    const res = { event_id: eventId, job_ids: jobIds };
-    await client.query(`update events set response = $2::jsonb where id = $1`, [eventId, JSON.stringify(res)]);
-    const details = probeNow ? { ...res, probe_now: true } : res;
-    await writeAudit(client, { action: 'endpoint.test', actor, targetType: 'endpoint', targetId: name, details });
-    return res;
-  });
-  svc.metrics.jobsEnqueued(WEBHOOK_JOB, TEST_TOPIC, result.job_ids.length);
-  return result;
 }
