@@ -21,7 +21,7 @@ import { EndpointStates } from './webhook/endpoint-state.js';
 import { EndpointRegistry } from './endpoints/registry.js';
 import { codecOf, type SecretCodec } from './endpoints/store.js';
 import { loadSecretBox } from './crypto/keys.js';
-import { SsrfGuard } from './net/ssrf.js';
+import { SsrfGuard, type HostLookup } from './net/ssrf.js';
 import { deadLetterHook } from './webhook/dead-letter.js';
 import { WEBHOOK_JOB } from './webhook/job.js';
 import { EndpointAgents } from './webhook/agents.js';
@@ -47,6 +47,8 @@ export interface ServiceOptions {
   secretCodec?: SecretCodec | null;
   /** How the process registry shows it (docs/operations.md#processes); an embedding application's is `worker`. */
   mode?: 'serve' | 'worker';
+  /** Resolves endpoint host names for the SSRF guard (tests inject one); default: the system resolver. */
+  hostLookup?: HostLookup;
 }
 
 /**
@@ -91,7 +93,7 @@ export class Service {
     this.db = db;
     this.channels = channels(opts.config.database.schema);
     this.secretCodec = opts.secretCodec ?? null;
-    this.ssrfGuard = new SsrfGuard({ allowNetworks: opts.config.notify.webhook.allow_networks });
+    this.ssrfGuard = new SsrfGuard({ allowNetworks: opts.config.notify.webhook.allow_networks, lookup: opts.hostLookup });
     this.registry = new EndpointRegistry({
       pool: db.pool,
       url: db.url,
@@ -107,7 +109,7 @@ export class Service {
       this.agents = null;
       this.agentFor = () => shared;
     } else {
-      const agents = new EndpointAgents();
+      const agents = new EndpointAgents({ lookup: opts.hostLookup });
       this.agents = agents;
       this.agentFor = (ep) => agents.agentFor(ep);
     }
