@@ -21,7 +21,7 @@ import type { EndpointStates } from './endpoint-state/endpoint-states.js';
 import { EndpointRegistry } from './endpoints/registry.js';
 import { codecOf, type SecretCodec } from './endpoints/store.js';
 import { loadSecretBox } from './crypto/keys.js';
-import { SsrfGuard } from './net/ssrf.js';
+import { SsrfGuard, type HostLookup } from './net/ssrf.js';
 import { deadLetterHook } from './webhook/dead-letter.js';
 import { WEBHOOK_JOB } from './webhook/job.js';
 import { bootstrapUsers } from './users.js';
@@ -46,6 +46,8 @@ export interface ServiceOptions {
   secretCodec?: SecretCodec | null;
   /** How the process registry shows it (docs/operations.md#processes); an embedding application's is `worker`. */
   mode?: 'serve' | 'worker';
+  /** Resolves endpoint host names for the SSRF guard (tests inject one); default: the system resolver. */
+  hostLookup?: HostLookup;
 }
 
 /**
@@ -74,6 +76,8 @@ export class Service {
   /** Each endpoint's in-flight limit in this process: max_in_flight, lowered while it fails (fed by the delivery loop). */
   readonly limits: AdaptiveLimits;
   private readonly httpAgent: Dispatcher | undefined;
+  /** How delivery sockets resolve names (tests inject one); default: the system resolver. */
+  private readonly hostLookup: HostLookup | undefined;
   private stopping: Promise<void> | null = null;
   private stoppingWork: Promise<void> | null = null;
   private tokens: TokenCache | null = null;
@@ -87,7 +91,7 @@ export class Service {
     this.db = db;
     this.channels = channels(opts.config.database.schema);
     this.secretCodec = opts.secretCodec ?? null;
-    this.ssrfGuard = new SsrfGuard({ allowNetworks: opts.config.notify.webhook.allow_networks });
+    this.ssrfGuard = new SsrfGuard({ allowNetworks: opts.config.notify.webhook.allow_networks, lookup: opts.hostLookup });
     this.registry = new EndpointRegistry({
       pool: db.pool,
       url: db.url,
@@ -99,6 +103,7 @@ export class Service {
     this.tokenCacheOptions = opts.tokenCache ?? {};
     this.limits = new AdaptiveLimits({ endpoints: () => this.registry.byName, log: this.log });
     this.httpAgent = opts.httpAgent;
+    this.hostLookup = opts.hostLookup;
     const cfg = opts.config;
     this.fanOutContext = {
       endpoints: () => this.registry.endpoints,
@@ -218,6 +223,7 @@ export class Service {
       endpoints: () => this.registry.byName,
       limits: this.limits,
       httpAgent: this.httpAgent,
+      hostLookup: this.hostLookup,
       handlers: opts.handlers,
       onDead,
       metrics: this.metrics,

@@ -12,6 +12,7 @@ import { unparkJobs } from '../queue/transitions.js';
 import type { DeadHook } from '../queue/types.js';
 import { WorkerPool, type JobHandler, type OutcomeHandler } from '../queue/worker.js';
 import { EndpointAgents } from '../webhook/agents.js';
+import type { HostLookup } from '../net/ssrf.js';
 import { createDeliverHandler, logAttempt } from '../webhook/deliver.js';
 import { WEBHOOK_JOB } from '../webhook/job.js';
 
@@ -27,6 +28,8 @@ export interface DeliveryLoopOptions {
   limits: AdaptiveLimits;
   /** One HTTP agent for every endpoint's attempts (tests pass a MockAgent); absent: a pool per endpoint. */
   httpAgent?: Dispatcher | undefined;
+  /** How the per-endpoint pools resolve names (tests inject one). */
+  hostLookup?: HostLookup | undefined;
   /** The embedding application's own job types, run by the same pool (no endpoint, no gate). */
   handlers?: Record<string, JobHandler> | undefined;
   /** Runs in the transaction that sends jobs to dead (the dead letter). */
@@ -70,7 +73,7 @@ export class DeliveryLoop {
       this.agents = null;
       this.agentFor = () => shared;
     } else {
-      const agents = new EndpointAgents();
+      const agents = new EndpointAgents({ lookup: opts.hostLookup });
       this.agents = agents;
       this.agentFor = (ep) => agents.agentFor(ep);
     }

@@ -3,12 +3,13 @@
 // encryption_key_missing), never an unexpected error in the log, never a hang; every refusal a 4xx
 // naming the field; a batch of refusals changes no table's row count.
 import { Agent, request } from 'node:http';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALERT_ACTIONS } from '../../src/admin/alerts.js';
 import { JOB_STATUSES } from '../../src/admin/job-view.js';
-import type { SecretCodec } from '../../src/endpoints/store.js';
+import { SecretBox } from '../../src/crypto/secret-box.js';
+import { codecOf } from '../../src/endpoints/store.js';
 import { call, insertJob, makeUser, startApi, type Api } from '../helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { bodyCase, cases, field, jsonTok, objectTok, queryCase, rawField, RUNS, SEED, segment, type BodyCase } from './arbitraries.js';
@@ -20,10 +21,8 @@ const HANG_MS = 10_000;
 /** Refusals per target sent again alone when their batch also wrote, to check they changed no table. */
 const RECHECK = 100;
 
-const codec: SecretCodec = {
-  seal: (p) => `test:${Buffer.from(p).toString('hex')}`,
-  open: (s) => Buffer.from(s.slice(5), 'hex').toString(),
-};
+/** The real secret box: what it authenticates (the endpoint, which secret) is checked here too. */
+const codec = codecOf(new SecretBox(randomBytes(32)))!;
 
 let db: TestDatabase;
 let api: Api;

@@ -1,7 +1,10 @@
 // A database that refuses writes (issue 18, item 3), simulated with default_transaction_read_only:
 // every write route answers 503, nothing is acknowledged that was not written, no row changes, and
 // the service works again by itself once writes do.
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SecretBox } from '../../src/crypto/secret-box.js';
+import { codecOf } from '../../src/endpoints/store.js';
 import { call, insertJob, makeUser, rowCounts, startApi, type Api } from '../helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
@@ -46,7 +49,7 @@ beforeAll(async () => {
       },
     },
     'serve',
-    { secretCodec: { seal: (p) => `t:${p}`, open: (s) => s.slice(2) } },
+    { secretCodec: codecOf(new SecretBox(randomBytes(32))) },
   );
   admin = await makeUser(db.pool, 'ops', 'admin');
   service = await makeUser(db.pool, 'svc', 'service');
