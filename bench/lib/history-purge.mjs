@@ -2,7 +2,7 @@
 // build under test, with retentions chosen so that each call finds exactly one more UTC day of
 // history past retention; once on a quiet copy of the template, once while deliveries run.
 import { readFileSync } from 'node:fs';
-import { sleep, wallNow } from './common.mjs';
+import { SECRET, sleep, TOPIC, wallNow } from './common.mjs';
 import { dist } from './dist.mjs';
 import { N, RUN_TIMEOUT_S } from './env.mjs';
 import { cpuDelta, cpuNow, POSTGRES } from './pgstats.mjs';
@@ -10,8 +10,27 @@ import { round } from './report.mjs';
 import { acw } from '../systems/index.mjs';
 
 const DAY_MS = 86_400_000;
-/** Days purged one call after the other: the third call also meets the events of the first day. */
-export const PURGE_STEPS = 3;
+
+/**
+ * What the service passes the purge as shipped: the longest a job waits before it goes dead
+ * (`notify.webhook.max_age`, read from the build's own config schema; a day where the build has
+ * none), by which events outlive their jobs' retention.
+ */
+async function shippedMaxJobAgeMs() {
+  const { parseConfig } = await dist('config/index.js');
+  const cfg = parseConfig({
+    database: { url: 'postgres://127.0.0.1/x' },
+    notify: { webhook: { url: 'http://127.0.0.1/', secret: SECRET, topics: [TOPIC] } },
+  });
+  return cfg.notify.webhook.max_age ?? DAY_MS;
+}
+
+/**
+ * Days purged one call after the other, until a call also meets the events of the first day: the
+ * daily purge of a steady state, which drops a day of history and deletes the events of a day
+ * that left max_age + a day before.
+ */
+export const purgeSteps = (maxJobAgeMs) => 2 + Math.ceil(maxJobAgeMs / DAY_MS);
 
 /** Exact rows finished on the UTC day starting at `dayMs` (history layout: one partition each), or null on the old layout. */
 async function dayRows(db, dayMs) {
@@ -27,15 +46,17 @@ async function dayRows(db, dayMs) {
 }
 
 /**
- * purgeOld `steps` times on `url`: call i with both retentions set so that the days from the
- * first (`fromMs`, a UTC midnight) to the i-th are past them, and the next is not. Events stay a
- * day past their jobs' retention plus the longest a job waits (a day by default), so call 3 also
- * deletes the first day's events: the daily purge of a steady state. Before the first, the copy is
+ * purgeOld on `url` (purgeSteps() calls): call i with both retentions set so that the days from
+ * the first (`fromMs`, a UTC midnight) to the i-th are past them, and the next is not. Events stay
+ * a day past their jobs' retention plus the longest a job waits, so the last call also deletes
+ * the first day's events: the daily purge of a steady state. Before the first, the copy is
  * brought to the state a purge the day before would have left (job counts older than 3 days gone).
  * `onStep(i, phase)` is called before and after each.
  */
-async function purgeDays(url, fromMs, { steps = PURGE_STEPS, server, onStep } = {}) {
+async function purgeDays(url, fromMs, { server, onStep } = {}) {
   const { purgeOld } = await dist('runners/purge.js');
+  const maxJobAgeMs = await shippedMaxJobAgeMs();
+  const steps = purgeSteps(maxJobAgeMs);
   const { createPool } = await dist('db/pool.js');
   const pool = createPool({ url, size: 2, schema: 'public' });
   const out = [];
@@ -53,7 +74,7 @@ async function purgeDays(url, fromMs, { steps = PURGE_STEPS, server, onStep } = 
       onStep?.(i, 'start');
       const cpu0 = server ? cpuNow(server, { pg: POSTGRES }) : null;
       const t0 = wallNow();
-      const counts = await purgeOld(pool, { completedRetentionMs: retention, deadRetentionMs: retention, batchSize: 1000 });
+      const counts = await purgeOld(pool, { completedRetentionMs: retention, deadRetentionMs: retention, maxJobAgeMs, batchSize: 1000 });
       const t1 = wallNow();
       const cpu1 = server ? cpuNow(server, { pg: POSTGRES }) : null;
       onStep?.(i, 'end');
@@ -61,6 +82,7 @@ async function purgeDays(url, fromMs, { steps = PURGE_STEPS, server, onStep } = 
         step: i + 1,
         day: new Date(day).toISOString().slice(0, 10),
         retention_h: round(retention / 3_600_000, 2),
+        max_job_age_h: round(maxJobAgeMs / 3_600_000, 1),
         seconds: round((t1 - t0) / 1000, 3),
         started_at: t0,
         ended_at: t1,
