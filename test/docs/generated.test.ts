@@ -15,6 +15,7 @@ import { configReference } from '../../src/config/reference.js';
 import { openApiDocument, renderApiMarkdown } from '../../src/http/openapi-document.js';
 import { ROUTES } from '../../src/http/openapi.js';
 import { call, startApi, type Api } from '../helpers/api.js';
+import { requireTool, skipWithout } from './toolchains.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
 const read = (rel: string) => readFileSync(fileURLToPath(new URL(`../../${rel}`, import.meta.url)), 'utf8');
@@ -176,8 +177,8 @@ describe('the example Prometheus rules in docs/operations.md', () => {
     }
   });
 
-  const promtool = spawnSync('sh', ['-c', 'command -v promtool']).status === 0;
-  it.skipIf(!promtool)('pass promtool check rules', () => {
+  it.skipIf(skipWithout('promtool'))('pass promtool check rules', () => {
+    requireTool('promtool', 'prometheus (or only its /usr/bin/promtool, as .ci/run does)');
     const dir = mkdtempSync(join(tmpdir(), 'acw-rules-'));
     try {
       writeFileSync(join(dir, 'rules.yaml'), block);
