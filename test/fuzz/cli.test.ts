@@ -250,18 +250,34 @@ const acceptedBad = (l: Line, o: Outcome): string | null =>
 
 const inProcess = (argv: string[]): Promise<Outcome> => runCliInProcess(argv, { ACW_CONFIG: config }, HANG_MS);
 
-function spawned(argv: string[]): Promise<Outcome> {
+/**
+ * A spawned command line is hung when it runs ten times as long as a plain one (`users list`:
+ * start, config, a query) takes on this machine at that moment, and HANG_MS at least. A fixed
+ * bound alone failed on a loaded machine, where every process start took 8 s.
+ */
+const HANG_FACTOR = 10;
+/** The reference's own bound: far beyond any start-up, loaded or not. */
+const REFERENCE_HANG_MS = 120_000;
+
+async function hangBound(): Promise<number> {
+  const started = performance.now();
+  const o = await spawned(['users', 'list'], REFERENCE_HANG_MS);
+  if (o.code !== 0) throw new Error(`the reference command failed\n${show(['users', 'list'], o)}`);
+  return Math.max(HANG_MS, Math.ceil(HANG_FACTOR * (performance.now() - started)));
+}
+
+function spawned(argv: string[], hangMs: number): Promise<Outcome> {
   const { DATABASE_URL: _unset, ...env } = process.env;
   return new Promise((resolve) => {
     execFile(
       process.execPath,
       // A process's arguments cannot hold NUL (in process they can, and are tried there).
       [BIN, ...argv.map((a) => a.replaceAll('\u0000', ''))],
-      { env: { ...env, ACW_CONFIG: config }, timeout: HANG_MS, killSignal: 'SIGKILL', cwd: dir },
+      { env: { ...env, ACW_CONFIG: config }, timeout: hangMs, killSignal: 'SIGKILL', cwd: dir },
       (error, stdout, stderr) => {
         const e = error as (Error & { code?: unknown; signal?: unknown; killed?: boolean }) | null;
         const code = e === null ? 0 : typeof e.code === 'number' ? e.code : -1;
-        resolve({ code: e?.killed ? -2 : code, stdout, stderr: e?.killed ? `killed after ${HANG_MS} ms\n${stderr}` : stderr });
+        resolve({ code: e?.killed ? -2 : code, stdout, stderr: e?.killed ? `killed after ${hangMs} ms\n${stderr}` : stderr });
       },
     );
   });
@@ -295,9 +311,12 @@ describe(`fuzzing the CLI (seed ${SEED})`, () => {
     expect(existsSync(fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))), 'dist/ is built').toBe(true);
     const all = cases('cli-binary', lineArb, SPAWNED);
     const codes: Record<number, number> = {};
-    // Two at a time: each is a Node process starting up, on two cores.
+    // Two at a time: each is a Node process starting up, on two cores. The hang bound follows the
+    // machine's pace, measured again every 20 lines.
+    let hangMs = HANG_MS;
     for (let i = 0; i < all.length; i += 2) {
-      const outcomes = await Promise.all(all.slice(i, i + 2).map(async (line) => ({ line, o: await spawned(line.argv) })));
+      if (i % 20 === 0) hangMs = await hangBound();
+      const outcomes = await Promise.all(all.slice(i, i + 2).map(async (line) => ({ line, o: await spawned(line.argv, hangMs) })));
       for (const { line, o } of outcomes) {
         codes[o.code] = (codes[o.code] ?? 0) + 1;
         const why = violation(o) ?? acceptedBad(line, o);
