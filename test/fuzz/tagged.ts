@@ -56,9 +56,9 @@ export interface Field {
   readonly bad: fc.Arbitrary<Tagged> | null;
 }
 
-/** A value for a field: mostly a valid one, sometimes a plausible mistake, or anything. */
 const quote = (xs: readonly string[]) => xs.map((x) => JSON.stringify(x));
 
+/** A value for a field: mostly a valid one, sometimes a plausible mistake, or anything. */
 export function field(v: Values): Field {
   return rawField({
     good: quote(v.good),
