@@ -276,7 +276,7 @@ describe('circuit breaker', () => {
       await waitFor(async () => {
         const r = await db.pool.query(`select 1 from jobs where endpoint = 'shared' and status = 'running'`);
         return r.rowCount === 0 && a.svc.workers!.inFlightFor('shared') + b.svc.workers!.inFlightFor('shared') === 0 ? true : null;
-      });
+      }, 30_000);
       // Requests the receiver got after the open state was seen committed: only those already
       // claimed then (each process holds at most inFlight of them), none claimed after.
       const late = toShared() - atOpen;
