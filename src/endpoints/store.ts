@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { writeAudit } from '../admin/audit.js';
-import { redactUrl, type Config, type Endpoint } from '../config/index.js';
+import { redactUrl, type Config, type Endpoint, type Role } from '../config/index.js';
 import { DEFAULT_CONNECT_TIMEOUT_MS } from '../config/endpoints.js';
 import { rateLimit } from '../config/fields.js';
 import { isStandardSecret } from '../config/rules.js';
@@ -30,7 +30,7 @@ export function secretContext(name: string, which: 'secret' | 'secret_next'): st
 /** Who acts, and what they may touch: a service only its own endpoints, within its granted topics. */
 export interface Actor {
   name: string;
-  role: 'admin' | 'viewer' | 'service';
+  role: Role;
 }
 
 export interface StoredRow {

@@ -11,7 +11,7 @@ import {
   retryJob,
   revokeUser,
 } from '../../admin/index.js';
-import { parseDuration } from '../../config/index.js';
+import { parseDuration, ROLES } from '../../config/index.js';
 import { channels } from '../../db/sql.js';
 import type { Logger } from '../../log.js';
 import { EXIT, ExitError, printJson, readConfig, withDatabase, type GlobalOptions } from '../context.js';
@@ -132,7 +132,7 @@ export function registerUsers(program: Command): void {
     .command('add')
     .description('create a user; prints its token once (only a hash is stored)')
     .argument('<name>', 'user name')
-    .requiredOption('--role <role>', 'admin, viewer or service')
+    .requiredOption('--role <role>', ROLES.join(', '))
     .option('-c, --config <file>', 'config file')
     .action(async (name: string, o: GlobalOptions & { role: string }) => {
       await admin(o, async ({ pool }) => printJson(await addUser(pool, { name, role: o.role }, actor())));
