@@ -1,9 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import { z } from 'zod';
 import { coerceError } from '../../errors.js';
 import type { Service } from '../../service.js';
-import { READ } from '../auth.js';
-import { parse } from '../schemas.js';
+import { route } from '../route.js';
 
 /**
  * `GET /v1/stats` (docs/operations.md#dashboard): jobs by status (pending, running and dead now;
@@ -19,7 +17,6 @@ const KEEP_COUNTS = '2 days';
 const PRUNE_EVERY_MS = 3_600_000;
 
 const WINDOWS = { '1h': { ms: 3_600_000, bucketS: 60 }, '24h': { ms: 86_400_000, bucketS: 900 } } as const;
-export const statsQuery = z.strictObject({ window: z.enum(['1h', '24h'], { error: 'expected 1h or 24h' }).optional() });
 
 export function statsRoutes(app: FastifyInstance, svc: Service): void {
   const pool = svc.db.pool;
@@ -32,8 +29,8 @@ export function statsRoutes(app: FastifyInstance, svc: Service): void {
       svc.log.warn({ event: 'stats.prune_failed', err: coerceError(err).message }, 'could not delete old delivery counts');
     });
   };
-  app.get('/v1/stats', { config: { roles: READ } }, async (req) => {
-    const window = parse(statsQuery, req.query, 'query').window ?? '1h';
+  route(app, 'getStats', async ({ query }) => {
+    const window = query.window ?? '1h';
     prune();
     const w = WINDOWS[window];
     const [queue, due, attempts] = await Promise.all([
@@ -56,7 +53,14 @@ export function statsRoutes(app: FastifyInstance, svc: Service): void {
         [w.ms, w.bucketS],
       ),
     ]);
-    const depth = Object.fromEntries(Object.entries(queue.rows[0]!).map(([k, v]) => [k, Number(v)]));
+    const q = queue.rows[0]!;
+    const depth = {
+      pending: Number(q.pending),
+      running: Number(q.running),
+      dead: Number(q.dead),
+      completed_24h: Number(q.completed_24h),
+      cancelled_24h: Number(q.cancelled_24h),
+    };
     const d = due.rows[0]!;
     let ok = 0;
     let failed = 0;
