@@ -69,7 +69,7 @@ async function pgClaimComplete() {
             if (jobs.length === 0) return;
             await completeJobs(
               pool,
-              jobs.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, attempt: cfg.attempts ? attempt : undefined })),
+              jobs.map((j) => ({ leased: { id: j.id, leaseToken: j.leaseToken }, attempt: cfg.attempts ? attempt : undefined })),
             );
             done += jobs.length;
           }

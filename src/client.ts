@@ -12,7 +12,8 @@ type WireEvent = z.input<typeof notifyBody>;
 /**
  * One event to notify: `POST /v1/notify`'s body (docs/api.md#post-v1notify), its key in camelCase:
  * `topic` (lowercase dot-separated words), `data` (any JSON value, null included, at most 256 KiB
- * serialised), `recipients` (user names that get an in-app notification), `idempotencyKey` (the
+ * serialised), `recipients` (user names that get an inbox message of
+ * the event, `GET /v1/notifications`), `idempotencyKey` (the
  * same key again answers with the first result and writes nothing; generated when omitted).
  */
 export type NotifyEvent = Omit<WireEvent, 'idempotency_key'> & { idempotencyKey?: string };

@@ -4,7 +4,7 @@ import { notifyInput, type NotifyInput } from './notify/input.js';
 /**
  * The transactional outbox. Call it with the `pg` client your own transaction runs on: the event
  * exists if and only if your transaction commits, and the acw-webhooks dispatcher (woken by the
- * NOTIFY that goes out at commit) fans it out to webhook jobs and in-app notifications.
+ * NOTIFY that goes out at commit) fans it out to webhook jobs and inbox messages (`GET /v1/notifications`).
  *
  *   await client.query('begin');
  *   await client.query('update workspaces set ...');
@@ -18,7 +18,7 @@ export interface OutboxDb {
 }
 
 export interface OutboxOptions {
-  /** User names that get an in-app notification of the event. Unknown names are skipped (and logged by the dispatcher). */
+  /** User names that get an inbox message of the event (`GET /v1/notifications`). Unknown names are skipped (and logged by the dispatcher). */
   recipients?: string[];
   /** The same key again returns the first event's id and writes nothing. */
   idempotencyKey?: string;

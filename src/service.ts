@@ -5,26 +5,28 @@ import { migrate } from './db/migrate.js';
 import { Listener } from './db/listener.js';
 import { channels } from './db/sql.js';
 import { silentLogger, type Logger } from './log.js';
+import { coerceError } from './errors.js';
 import { Metrics } from './metrics.js';
 import type { FanOutContext } from './notify/fan-out.js';
 import { OutboxPump } from './notify/outbox-pump.js';
 import { jobExpiry } from './runners/expiry.js';
 import { jobPurge } from './runners/purge.js';
 import { jobReaper } from './runners/reaper.js';
+import { ensureDaysAhead, historyPartitions } from './history/partitions.js';
+import { historyUpgrade } from './history/upgrade.js';
 import { Scheduler, type PeriodicRunner } from './runners/scheduler.js';
-import { enqueueJobs, unparkJobs } from './queue/transitions.js';
-import type { NewJob } from './queue/types.js';
-import { WorkerPool, type JobHandler } from './queue/worker.js';
-import { createDeliverHandler, logAttempt } from './webhook/deliver.js';
-import { AdaptiveLimits } from './webhook/adaptive-limits.js';
-import { EndpointStates } from './webhook/endpoint-state.js';
+import { enqueueJobs } from './queue/transitions.js';
+import type { DeadHook, NewJob } from './queue/types.js';
+import type { JobHandler, WorkerPool } from './queue/worker.js';
+import { DeliveryLoop } from './delivery/loop.js';
+import { AdaptiveLimits } from './endpoint-state/adaptive-limits.js';
+import type { EndpointStates } from './endpoint-state/endpoint-states.js';
 import { EndpointRegistry } from './endpoints/registry.js';
 import { codecOf, type SecretCodec } from './endpoints/store.js';
 import { loadSecretBox } from './crypto/keys.js';
-import { SsrfGuard } from './net/ssrf.js';
+import { SsrfGuard, type HostLookup } from './net/ssrf.js';
 import { deadLetterHook } from './webhook/dead-letter.js';
 import { WEBHOOK_JOB } from './webhook/job.js';
-import { EndpointAgents } from './webhook/agents.js';
 import { bootstrapUsers } from './users.js';
 import { principalOfTokenHash } from './admin/users.js';
 import { TokenCache, type TokenCacheOptions } from './admin/token-cache.js';
@@ -47,11 +49,14 @@ export interface ServiceOptions {
   secretCodec?: SecretCodec | null;
   /** How the process registry shows it (docs/operations.md#processes); an embedding application's is `worker`. */
   mode?: 'serve' | 'worker';
+  /** Resolves endpoint host names for the SSRF guard (tests inject one); default: the system resolver. */
+  hostLookup?: HostLookup;
 }
 
 /**
- * The running parts of one process: the database, and (unless `jobs.enabled: false`) the outbox
- * pump, the delivery workers and the periodic runners. The HTTP server sits on top of it.
+ * The running parts of one process: the database, the endpoint registry, and (unless
+ * `jobs.enabled: false`) the outbox pump, the delivery loop (src/delivery/loop.ts: claims, sends,
+ * outcomes) and the periodic runners. The HTTP server sits on top of it.
  */
 export class Service {
   readonly config: Config;
@@ -62,9 +67,8 @@ export class Service {
   readonly scheduler: Scheduler;
   /** Prometheus metrics of this process, served on /metrics. */
   readonly metrics: Metrics;
-  workers: WorkerPool | null = null;
-  /** The shared endpoint state as this process takes part in it (circuit breaker, pause, rate limits); null with jobs off. */
-  endpointStates: EndpointStates | null = null;
+  /** The webhook delivery loop, and the application's own job types on the same pool; null with jobs off. */
+  delivery: DeliveryLoop | null = null;
   outboxPump: OutboxPump | null = null;
   /** The endpoints delivered to: the config file's, and those stored through the API, followed live. */
   readonly registry: EndpointRegistry;
@@ -72,12 +76,11 @@ export class Service {
   readonly secretCodec: SecretCodec | null;
   /** Checks the URLs of endpoints created through the API (docs/operations.md#ssrf-guard). */
   readonly ssrfGuard: SsrfGuard;
-  /** Each endpoint's in-flight limit in this process: max_in_flight, lowered while it fails. */
+  /** Each endpoint's in-flight limit in this process: max_in_flight, lowered while it fails (fed by the delivery loop). */
   readonly limits: AdaptiveLimits;
-  /** The endpoint's HTTP agent for an attempt: its own pool, or `httpAgent` when one was given. */
-  private readonly agentFor: (ep: Endpoint) => Dispatcher;
-  /** The per-endpoint pools (null when `httpAgent` was given), closed at stop. */
-  private readonly agents: EndpointAgents | null;
+  private readonly httpAgent: Dispatcher | undefined;
+  /** How delivery sockets resolve names (tests inject one); default: the system resolver. */
+  private readonly hostLookup: HostLookup | undefined;
   private stopping: Promise<void> | null = null;
   private stoppingWork: Promise<void> | null = null;
   private tokens: TokenCache | null = null;
@@ -91,7 +94,7 @@ export class Service {
     this.db = db;
     this.channels = channels(opts.config.database.schema);
     this.secretCodec = opts.secretCodec ?? null;
-    this.ssrfGuard = new SsrfGuard({ allowNetworks: opts.config.notify.webhook.allow_networks });
+    this.ssrfGuard = new SsrfGuard({ allowNetworks: opts.config.notify.webhook.allow_networks, lookup: opts.hostLookup });
     this.registry = new EndpointRegistry({
       pool: db.pool,
       url: db.url,
@@ -102,15 +105,8 @@ export class Service {
     });
     this.tokenCacheOptions = opts.tokenCache ?? {};
     this.limits = new AdaptiveLimits({ endpoints: () => this.registry.byName, log: this.log });
-    const shared = opts.httpAgent;
-    if (shared) {
-      this.agents = null;
-      this.agentFor = () => shared;
-    } else {
-      const agents = new EndpointAgents();
-      this.agents = agents;
-      this.agentFor = (ep) => agents.agentFor(ep);
-    }
+    this.httpAgent = opts.httpAgent;
+    this.hostLookup = opts.hostLookup;
     const cfg = opts.config;
     this.fanOutContext = {
       endpoints: () => this.registry.endpoints,
@@ -164,6 +160,16 @@ export class Service {
     return this.registry.endpoints;
   }
 
+  /** The worker pool of the delivery loop; null with jobs off. */
+  get workers(): WorkerPool | null {
+    return this.delivery?.workers ?? null;
+  }
+
+  /** The shared endpoint state as this process takes part in it (circuit breaker, pause, rate limits); null with jobs off. */
+  get endpointStates(): EndpointStates | null {
+    return this.delivery?.states ?? null;
+  }
+
   static async start(opts: ServiceOptions): Promise<Service> {
     const log = opts.log ?? silentLogger;
     const db = opts.database ?? (await openDatabase(opts.config, log));
@@ -190,15 +196,18 @@ export class Service {
 
   private async boot(opts: ServiceOptions): Promise<void> {
     const { config: cfg, log } = this;
-    log.info({ event: 'service.config', config: maskConfig(cfg) }, 'effective configuration');
-    for (const w of configWarnings(cfg)) log.warn({ event: 'config.warning', warning: w }, w);
-    for (const name of APP_RUNNERS) {
-      if (runnerConfig(cfg, name) === undefined || opts.runners?.some((r) => r.name === name)) continue;
-      const w = `jobs.${name}: no runner named "${name}" is registered, so nothing runs it; an application that embeds the service registers one with Service.start({ runners: [{ name: '${name}', intervalMs, cluster, run }] }) (docs/integrate.md#periodic-runners)`;
-      log.warn({ event: 'config.warning', key: `jobs.${name}`, warning: w }, w);
-    }
+    logConfig(cfg, log, opts.runners ?? []);
     if (cfg.database.migrate) await migrate(this.db.pool, { schema: cfg.database.schema, log });
     await bootstrapUsers(this.db.pool, cfg.server.auth.users, log);
+    // Finished jobs need today's partition of job_history (the history_partitions runner keeps the
+    // days ahead made). Not fatal here: a database that is not migrated yet, or not reachable, is
+    // what /readyz reports, and the runner tries again.
+    await ensureDaysAhead(this.db.pool).catch((err: unknown) => {
+      log.warn(
+        { event: 'history.partitions_error', err: coerceError(err).message },
+        'could not make the day partitions of job history yet',
+      );
+    });
     // Every process, workers or not: the API writes endpoints and POST /v1/notify fans out to them.
     await this.registry.start();
     if (!cfg.jobs.enabled) {
@@ -206,103 +215,34 @@ export class Service {
       return;
     }
     const onDead = deadLetterHook(this.channels.alerts);
-    const j = cfg.jobs;
-    for (const r of [
-      ...(j.job_reaper.enabled
-        ? [
-            jobReaper({
-              intervalMs: j.job_reaper.interval,
-              channel: this.channels.jobs,
-              onDead,
-              onReaped: (rows) => this.metrics.jobsReaped(rows),
-            }),
-          ]
-        : []),
-      ...(j.job_purge.enabled
-        ? [
-            jobPurge({
-              intervalMs: j.job_purge.interval,
-              completedRetentionMs: j.job_purge.completed_retention,
-              deadRetentionMs: j.job_purge.dead_retention,
-              batchSize: j.job_purge.batch_size,
-            }),
-          ]
-        : []),
-      jobExpiry({
-        maxAgeMs: cfg.notify.webhook.max_age,
-        alertsChannel: this.channels.alerts,
-        onExpired: (rows) => this.metrics.jobsExpired(rows),
-      }),
-      ...(opts.runners ?? []).flatMap((runner) => withRunnerConfig(runner, runnerConfig(cfg, runner.name))),
-    ]) {
+    for (const r of periodicRunners(cfg, { channels: this.channels, onDead, metrics: this.metrics }, opts.runners ?? [])) {
       this.scheduler.register(r);
     }
     this.outboxPump = new OutboxPump({
       pool: this.db.pool,
       url: this.db.url,
       channel: this.channels.events,
-      pollMs: j.poll_interval,
+      pollMs: cfg.jobs.poll_interval,
       ctx: this.fanOutContext,
       log,
       onFannedOut: (topic, n) => this.metrics.jobsEnqueued(WEBHOOK_JOB, topic, n),
     });
-    const states = new EndpointStates({
+    this.delivery = new DeliveryLoop({
+      config: cfg,
       pool: this.db.pool,
       url: this.db.url,
-      channel: this.channels.endpoints,
-      alertsChannel: this.channels.alerts,
-      circuit: cfg.notify.webhook.circuit,
+      channels: this.channels,
       endpoints: () => this.registry.byName,
-      log,
-    });
-    this.endpointStates = states;
-    this.workers = new WorkerPool({
-      pool: this.db.pool,
-      url: this.db.url,
-      channel: this.channels.jobs,
-      handlers: {
-        ...opts.handlers,
-        [WEBHOOK_JOB]: createDeliverHandler({
-          endpoints: () => this.registry.byName,
-          agentFor: this.agentFor,
-          isProbe: (id) => states.isProbe(id),
-          recheckMs: Math.min(j.retry.base, 60_000),
-          recheckMaxMs: j.retry.max,
-          log,
-        }),
-      },
-      concurrency: j.workers,
-      deliveries: cfg.notify.webhook.max_in_flight_total,
-      leaseMs: j.job_reaper.lease_timeout,
-      pollMs: j.poll_interval,
-      shutdownGraceMs: j.shutdown_grace,
-      retry: j.retry,
+      limits: this.limits,
+      httpAgent: this.httpAgent,
+      hostLookup: this.hostLookup,
+      handlers: opts.handlers,
       onDead,
-      endpointLimits: () => this.limits.caps(),
-      degraded: (ep) => this.limits.isDegraded(ep),
-      held: (ep) => states.isHeld(ep),
-      rates: () => states.rates(),
-      onOutcome: (job, out) => {
-        if (job.endpoint === null || job.type !== WEBHOOK_JOB) return;
-        this.limits.observe(job.endpoint, out);
-        states.observe(job, out);
-      },
+      metrics: this.metrics,
       log,
-      onFinished: (f, changed, next) => {
-        logAttempt(log, f, changed, next);
-        this.metrics.jobFinished(f, changed, next);
-      },
     });
-    // Jobs skipped while their endpoint was unknown or disabled: due at once now that it is back.
-    const back = this.registry.endpoints.filter((e) => e.enabled).map((e) => e.name);
-    if (back.length > 0 && cfg.notify.webhook.enabled) {
-      const woken = await unparkJobs(this.db.pool, back);
-      if (woken > 0) log.info({ event: 'jobs.unparked', jobs: woken }, 'jobs skipped for endpoints that are enabled now are due again');
-    }
-    // Workers first: the outbox pump hands jobs to them from its first batch on. The claim reads the
-    // endpoint state itself; the cache (for claim on dispatch) is filled before the pump starts.
-    await this.workers.start();
-    await states.start(this.workers);
+    // The delivery loop first: the outbox pump hands jobs to its workers from its first batch on.
+    await this.delivery.start();
     await this.outboxPump.start();
     this.scheduler.start();
   }
@@ -329,9 +269,7 @@ export class Service {
    * still finishing) until stop().
    */
   async stopWork(): Promise<void> {
-    this.stoppingWork ??= Promise.all([this.outboxPump?.stop(), this.scheduler.stop(), this.workers?.stop()])
-      .then(() => this.endpointStates?.stop())
-      .then(() => undefined);
+    this.stoppingWork ??= Promise.all([this.outboxPump?.stop(), this.scheduler.stop(), this.delivery?.stop()]).then(() => undefined);
     return this.stoppingWork;
   }
 
@@ -341,13 +279,70 @@ export class Service {
       await this.stopWork();
       await this.registration?.stop();
       await this.registry.stop();
-      await this.agents?.close();
+      await this.delivery?.close();
       this.tokens?.close();
       await this.tokensListener?.close();
       await this.db.close();
     })();
     return this.stopping;
   }
+}
+
+/** The effective configuration, its warnings, and an application runner's block that no registered runner takes. */
+function logConfig(cfg: Config, log: Logger, runners: readonly PeriodicRunner[]): void {
+  log.info({ event: 'service.config', config: maskConfig(cfg) }, 'effective configuration');
+  for (const w of configWarnings(cfg)) log.warn({ event: 'config.warning', warning: w }, w);
+  for (const name of APP_RUNNERS) {
+    if (runnerConfig(cfg, name) === undefined || runners.some((r) => r.name === name)) continue;
+    const w = `jobs.${name}: no runner named "${name}" is registered, so nothing runs it; an application that embeds the service registers one with Service.start({ runners: [{ name: '${name}', intervalMs, cluster, run }] }) (docs/integrate.md#periodic-runners)`;
+    log.warn({ event: 'config.warning', key: `jobs.${name}`, warning: w }, w);
+  }
+}
+
+/** Our periodic runners as configured (reaper, purge, expiry of held jobs), then the host's with their `jobs.<name>` blocks. */
+function periodicRunners(
+  cfg: Config,
+  ctx: { channels: ReturnType<typeof channels>; onDead: DeadHook; metrics: Metrics },
+  hostRunners: readonly PeriodicRunner[],
+): PeriodicRunner[] {
+  const j = cfg.jobs;
+  return [
+    ...(j.job_reaper.enabled
+      ? [
+          jobReaper({
+            intervalMs: j.job_reaper.interval,
+            channel: ctx.channels.jobs,
+            onDead: ctx.onDead,
+            onReaped: (rows) => ctx.metrics.jobsReaped(rows),
+          }),
+        ]
+      : []),
+    ...(j.job_purge.enabled
+      ? [
+          jobPurge({
+            intervalMs: j.job_purge.interval,
+            completedRetentionMs: j.job_purge.completed_retention,
+            deadRetentionMs: j.job_purge.dead_retention,
+            successBodyRetentionMs: j.job_purge.success_body_retention,
+            auditRetentionMs: j.job_purge.audit_retention,
+            notificationRetentionMs: j.job_purge.notification_retention,
+            maxJobAgeMs: cfg.notify.webhook.max_age,
+            batchSize: j.job_purge.batch_size,
+          }),
+        ]
+      : []),
+    historyPartitions(),
+    historyUpgrade({
+      retentions: { completedMs: j.job_purge.completed_retention, deadMs: j.job_purge.dead_retention },
+      jobsChannel: ctx.channels.jobs,
+    }),
+    jobExpiry({
+      maxAgeMs: cfg.notify.webhook.max_age,
+      alertsChannel: ctx.channels.alerts,
+      onExpired: (rows) => ctx.metrics.jobsExpired(rows),
+    }),
+    ...hostRunners.flatMap((runner) => withRunnerConfig(runner, runnerConfig(cfg, runner.name))),
+  ];
 }
 
 /** A host runner with its `jobs.<name>` block: `enabled: false` drops it, `interval` overrides its own, the block reaches `run` as `ctx.config`. */

@@ -1,6 +1,14 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type pg from 'pg';
+import type { Role } from './config/index.js';
 import type { Logger } from './log.js';
+
+/** API principals (roles in config.example.yaml, server.auth.users): tokens shown once, stored as SHA-256, compared in constant time. */
+export interface Principal {
+  id: string;
+  name: string;
+  role: Role;
+}
 
 /** Tokens are 32 random bytes (256 bits), shown once; only their SHA-256 is stored. */
 export function newToken(): string {

@@ -3,25 +3,16 @@ import { badField, coerceError } from '../errors.js';
 import { Listener } from '../db/listener.js';
 import type { Queryable } from '../db/pool.js';
 import type { Logger } from '../log.js';
+import { ALERT_ACTIONS, type AlertAction } from './alert-actions.js';
 import { decodeCursor, encodeCursor, requireId, requireLimit } from './params.js';
 
 /**
  * Alerts (docs/operations.md#alerts) read from `audit_log`, the exactly-once record. The NOTIFY on the
  * alerts channel only wakes followers, who then re-read from their last id, so a follower that
- * was away (or whose LISTEN connection dropped) misses nothing.
- *
- * A new alert kind needs a migration that recreates the partial index audit_log_alerts_idx over the
- * same list, in the same change: a query over an action the index lacks no longer uses it. A test
- * (test/admin/alert-index.test.ts) compares this list with the index in a migrated database.
+ * was away (or whose LISTEN connection dropped) misses nothing. The kinds are ALERT_ACTIONS
+ * (./alert-actions.ts).
  */
-export const ALERT_ACTIONS = [
-  'webhook.dead_letter',
-  'job.dead_letter',
-  'endpoint.circuit_opened',
-  'endpoint.circuit_closed',
-  'endpoint.expired',
-] as const;
-export type AlertAction = (typeof ALERT_ACTIONS)[number];
+export { ALERT_ACTIONS, type AlertAction } from './alert-actions.js';
 // Inlined (code constants, never input) so the planner matches the partial index audit_log_alerts_idx.
 const IS_ALERT = `action in (${ALERT_ACTIONS.map((a) => `'${a}'`).join(', ')})`;
 
@@ -59,7 +50,7 @@ export interface AlertView {
   created_at: string;
   /**
    * A dead letter: job_id, type, endpoint, topic, event_id, attempts, reason, last_error. An endpoint
-   * alert (src/admin/endpoint-alerts.ts): endpoint, and what its action records.
+   * alert (src/endpoint-state/alerts.ts): endpoint, and what its action records.
    */
   [detail: string]: unknown;
 }

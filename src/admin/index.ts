@@ -24,5 +24,6 @@ export {
   type AlertView,
   type FollowOptions,
 } from './alerts.js';
-export { endpointHealth, testEndpoint, TEST_TOPIC, type EndpointHealth } from './endpoints.js';
-export { listNotifications, markRead, type NotificationView } from './notifications.js';
+export { endpointHealth, type EndpointHealth } from '../endpoint-state/health.js';
+export { testEndpoint, TEST_TOPIC } from './test-delivery.js';
+export { listInboxMessages, markInboxMessageRead, type InboxMessageView } from './inbox.js';

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { badField } from '../errors.js';
+import type { Endpoint } from '../config/index.js';
+import { ApiError, badField } from '../errors.js';
 
 /**
  * Checks of operator-supplied values, done before any SQL so a bad value is a 400 naming the field
@@ -43,7 +44,7 @@ export function requireLimit(value: unknown, field: string, dflt: number, max: n
   return value;
 }
 
-/** A positive bigint id (audit row, notification) that fits PostgreSQL's bigint and JS numbers exactly. */
+/** A positive bigint id (audit row, inbox message) that fits PostgreSQL's bigint and JS numbers exactly. */
 export function requireId(value: unknown, field: string): number {
   const n = typeof value === 'string' && /^\d{1,15}$/.test(value) ? Number(value) : value;
   if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw badField(field, 'expected a non-negative integer id');
@@ -66,4 +67,11 @@ export function decodeCursor(cursor: unknown, shape: readonly RegExp[], field = 
   const parts = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
   if (parts.length !== shape.length || !parts.every((p, i) => shape[i]!.test(p))) throw bad();
   return parts;
+}
+
+/** The configured endpoint of that name, or the 404 naming `name` (before anything is written). */
+export function requireEndpoint(endpoints: readonly Endpoint[], name: string): Endpoint {
+  const ep = endpoints.find((e) => e.name === name);
+  if (!ep) throw new ApiError(404, 'not_found', `name: no endpoint named ${JSON.stringify(name.slice(0, 100))}`, { field: 'name' });
+  return ep;
 }

@@ -1,5 +1,4 @@
-import { hashToken } from '../users.js';
-import type { Principal } from './users.js';
+import { hashToken, type Principal } from '../users.js';
 
 /**
  * Known tokens of this process, so an authenticated request reads no `users` row: positive entries

@@ -3,17 +3,12 @@ import type pg from 'pg';
 import { ROLES, type Role } from '../config/index.js';
 import type { Queryable } from '../db/pool.js';
 import { withTransaction } from '../db/pool.js';
-import { hashToken, newToken } from '../users.js';
+import { hashToken, newToken, type Principal } from '../users.js';
 import { writeAudit } from './audit.js';
 import { ApiError, badField } from '../errors.js';
 import { forgetUser } from './token-cache.js';
 
-/** API principals (roles in config.example.yaml, server.auth.users): tokens shown once, stored as SHA-256, compared in constant time. */
-export interface Principal {
-  id: string;
-  name: string;
-  role: Role;
-}
+export type { Principal };
 
 export interface UserView {
   name: string;
@@ -45,7 +40,7 @@ export async function addUser(
   const token = newToken();
   const added = await withTransaction(db, async (client) => {
     // A revoked name may be added again (how a leaked token is replaced): a new token and role,
-    // the same user row, so its notifications and idempotency keys stay its own.
+    // the same user row, so its inbox messages and idempotency keys stay its own.
     const res = await client.query<{ reissued: boolean }>(
       `insert into users (name, role, token_hash) values ($1, $2, $3)
        on conflict (name) do update set role = excluded.role, token_hash = excluded.token_hash, revoked_at = null

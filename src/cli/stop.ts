@@ -1,10 +1,11 @@
-import { stdoutClosed } from './output.js';
+import type { CliIo } from './io.js';
 
 /**
  * When a long-running command (`serve`, `worker`, `receive`, `alerts --follow`) should stop: on
- * SIGINT or SIGTERM, when the process that started it exits, or when its stdout is closed.
+ * SIGINT or SIGTERM, when the process that started it exits, or when its stdout is closed; run
+ * inside another process, when that one asks (`io.stop`).
  */
-export type StopReason = 'SIGINT' | 'SIGTERM' | 'parent_exited' | 'stdout_closed';
+export type StopReason = 'SIGINT' | 'SIGTERM' | 'parent_exited' | 'stdout_closed' | 'requested';
 
 export interface StopWatch {
   /** Resolves with the first reason to stop; later ones are ignored. */
@@ -32,7 +33,7 @@ export const PARENT_POLL_MS = 500;
  * process started by PID 1 itself (Docker's exec-form CMD, systemd) has nothing to watch. Not
  * covered: a SIGINT sent to npx alone, which dash holds while it waits for us.
  */
-export function watchForStop(opts: { pollMs?: number; onStdoutClosed?: boolean } = {}): StopWatch {
+export function watchForStop(io: CliIo, opts: { pollMs?: number; onStdoutClosed?: boolean } = {}): StopWatch {
   const ctl = new AbortController();
   let resolve!: (r: StopReason) => void;
   const requested = new Promise<StopReason>((r) => (resolve = r));
@@ -41,6 +42,32 @@ export function watchForStop(opts: { pollMs?: number; onStdoutClosed?: boolean }
     ctl.abort(reason);
     resolve(reason);
   };
+  const onClosed = (): void => request('stdout_closed');
+  if (opts.onStdoutClosed) {
+    if (io.stdoutClosed.aborted) onClosed();
+    else io.stdoutClosed.addEventListener('abort', onClosed, { once: true });
+  }
+  const unwatch = io.stop ? watchCaller(io.stop, request) : watchProcess(request, opts.pollMs ?? PARENT_POLL_MS);
+  return {
+    requested,
+    signal: ctl.signal,
+    request,
+    dispose: () => {
+      io.stdoutClosed.removeEventListener('abort', onClosed);
+      unwatch();
+    },
+  };
+}
+
+/** Inside another process: its signals and its parent are not ours to watch; its `stop` is. */
+function watchCaller(stop: AbortSignal, request: (r: StopReason) => void): () => void {
+  const onStop = (): void => request('requested');
+  if (stop.aborted) onStop();
+  else stop.addEventListener('abort', onStop, { once: true });
+  return () => stop.removeEventListener('abort', onStop);
+}
+
+function watchProcess(request: (r: StopReason) => void, pollMs: number): () => void {
   // Kept (not `once`) for the whole shutdown: a Ctrl-C reaches every process of the terminal's
   // group and npm forwards its own copy, so a second SIGINT comes at once, and with no handler
   // left Node's default action would kill us before the embedded PostgreSQL is stopped.
@@ -53,23 +80,12 @@ export function watchForStop(opts: { pollMs?: number; onStdoutClosed?: boolean }
     parent > 1
       ? setInterval(() => {
           if (process.ppid !== parent) request('parent_exited');
-        }, opts.pollMs ?? PARENT_POLL_MS)
+        }, pollMs)
       : undefined;
   timer?.unref();
-  const onClosed = (): void => request('stdout_closed');
-  if (opts.onStdoutClosed) {
-    if (stdoutClosed.aborted) onClosed();
-    else stdoutClosed.addEventListener('abort', onClosed, { once: true });
-  }
-  return {
-    requested,
-    signal: ctl.signal,
-    request,
-    dispose: () => {
-      clearInterval(timer);
-      stdoutClosed.removeEventListener('abort', onClosed);
-      process.off('SIGINT', onInt);
-      process.off('SIGTERM', onTerm);
-    },
+  return () => {
+    clearInterval(timer);
+    process.off('SIGINT', onInt);
+    process.off('SIGTERM', onTerm);
   };
 }

@@ -29,7 +29,8 @@ export interface LoadOptions {
   needSecrets?: boolean;
   /**
    * Names of the periodic runners the host application registers: a `jobs.<name>` block for each
-   * loads like seed 003's `workspace_fetch` (docs/integrate.md#periodic-runners) instead of being an unknown key.
+   * loads like those of APP_RUNNERS (docs/integrate.md#periodic-runners) instead of being an
+   * unknown key.
    */
   runners?: readonly string[];
 }
@@ -85,7 +86,7 @@ function build(raw: unknown, env: Env, needSecrets = true, file?: string, runner
 
 /**
  * The `jobs.<name>` blocks of host-registered runners taken out of the tree (the schema knows only
- * seed 003's three names), to be checked on their own with the same rules.
+ * the three names of APP_RUNNERS), to be checked on their own with the same rules.
  */
 function withoutRunnerBlocks(tree: unknown, runners: readonly string[]): { tree: unknown; blocks: Record<string, unknown> } {
   const root = tree ?? {};
@@ -112,7 +113,7 @@ function validateRunnerBlocks(blocks: Record<string, unknown>): { value: Record<
   return { value, issues };
 }
 
-/** The `jobs.<name>` block of an application runner (seed 003's names, or one the host registered), if the config has one. */
+/** The `jobs.<name>` block of an application runner (one of APP_RUNNERS, or one the host registered), if the config has one. */
 export function runnerConfig(config: Config, name: string): AppRunnerConfig | undefined {
   // Our own jobs keys (workers, retry, job_reaper…) are not runner blocks, though some are mappings.
   if (knownKeysAt(['jobs']).includes(name) && !(APP_RUNNERS as readonly string[]).includes(name)) return undefined;

@@ -138,8 +138,9 @@ const webhook = withRule(
 );
 
 /**
- * Seed 003's application runners: their `jobs:` blocks load as written and each is handed to the
- * runner of that name an embedding application registers (docs/integrate.md#periodic-runners).
+ * The application runners the config knows by name (the host application's workspace fetch,
+ * worktree prune and attachment cleanup): their `jobs:` blocks load as written and each is handed
+ * to the runner of that name an embedding application registers (docs/integrate.md#periodic-runners).
  * Names the host registers are accepted the same way (LoadOptions.runners); any other key stays an error.
  */
 export const APP_RUNNERS = ['workspace_fetch', 'worktree_prune', 'attachment_cleanup'] as const;
@@ -185,7 +186,16 @@ const jobs = strict({
     enabled: bool().default(true).describe('delete old completed and dead jobs'),
     interval: duration({ positive: true }).prefault('24h').describe('how often the purge runs'),
     completed_retention: duration().prefault('168h').describe('keep completed jobs this long'),
-    dead_retention: duration().prefault('720h').describe('keep dead jobs this long'),
+    dead_retention: duration().prefault('720h').describe('keep dead and cancelled jobs this long'),
+    success_body_retention: duration()
+      .prefault('0s')
+      .describe('keep the response body of 2xx attempts this long (whole days), then only the attempt; 0 keeps it as long as the attempt'),
+    audit_retention: duration()
+      .prefault('8760h')
+      .describe('keep audit rows (dead letters, alerts, operator actions) this long; 0 keeps them forever'),
+    notification_retention: duration()
+      .prefault('2160h')
+      .describe('keep unread in-app notifications this long (read ones go after dead_retention)'),
     batch_size: int(1, 100_000).default(1000).describe('rows deleted per statement'),
   })
     .prefault({})

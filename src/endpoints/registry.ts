@@ -3,7 +3,12 @@ import { resolveEndpoints, type Config, type Endpoint } from '../config/index.js
 import { Listener } from '../db/listener.js';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { readStoredEndpoints, storedVersion, toEndpoint, type SecretCodec, type StoredRow } from './store.js';
+import type { SecretCodec } from './codec.js';
+import { readStoredEndpoints, storedVersion, toEndpoint, type StoredRow } from './rows.js';
+import { sealPlainHeaders } from './seal-headers.js';
+
+/** After a failed sealing of plain header values, the next try waits this long (they work meanwhile). */
+const SEAL_RETRY_MS = 60_000;
 
 export interface RegistryOptions {
   pool: pg.Pool;
@@ -45,6 +50,7 @@ export class EndpointRegistry {
   private again = false;
   private stopped = false;
   private readonly unreadable = new Set<string>();
+  private sealRetryAt = 0;
 
   constructor(private readonly opts: RegistryOptions) {
     this.fromConfig = resolveEndpoints(opts.config);
@@ -87,6 +93,8 @@ export class EndpointRegistry {
             `(stored in the database): rename the config entry, or delete the stored endpoint (acw-webhooks endpoints remove NAME)`,
         );
       }
+      // Every start seals what an older process left plain (tombstones included); see ./seal-headers.ts.
+      if (await this.sealHeaders()) rows = await this.readOr(rows);
       this.apply(rows);
     }
     this.listener = new Listener({
@@ -125,7 +133,8 @@ export class EndpointRegistry {
       try {
         const v = await storedVersion(this.opts.pool);
         if (!force && v === this.version) return;
-        const rows = await readStoredEndpoints(this.opts.pool);
+        let rows = await readStoredEndpoints(this.opts.pool);
+        if (rows.some((r) => !r.headers_sealed) && (await this.sealHeaders())) rows = await this.readOr(rows);
         this.version = v;
         this.apply(rows);
       } catch (err) {
@@ -139,6 +148,36 @@ export class EndpointRegistry {
       }
     });
     return this.reading;
+  }
+
+  /**
+   * Seal plain header values (./seal-headers.ts); true when some were. A failure is logged and tried
+   * again a minute later: the plain values keep working meanwhile.
+   */
+  private async sealHeaders(): Promise<boolean> {
+    const codec = this.opts.codec;
+    if (!codec || Date.now() < this.sealRetryAt) return false;
+    try {
+      const { sealed } = await sealPlainHeaders(this.opts.pool, codec);
+      if (sealed.length === 0) return false;
+      this.opts.log.info(
+        { event: 'endpoints.headers_sealed', endpoints: sealed },
+        `header values of ${sealed.length} stored endpoint(s) written before they were sealed at rest are sealed now`,
+      );
+      return true;
+    } catch (err) {
+      this.sealRetryAt = Date.now() + SEAL_RETRY_MS;
+      this.opts.log.warn(
+        { event: 'endpoints.seal_error', err: coerceError(err).message },
+        'sealing stored header values failed; they keep working as they are, and it is tried again in a minute',
+      );
+      return false;
+    }
+  }
+
+  /** The rows again (after sealing), or `rows` when that read fails: they hold the same endpoints. */
+  private async readOr(rows: StoredRow[]): Promise<StoredRow[]> {
+    return readStoredEndpoints(this.opts.pool).catch(() => rows);
   }
 
   private apply(rows: readonly StoredRow[]): void {
@@ -163,7 +202,7 @@ export class EndpointRegistry {
     this.opts.onChange?.(this.list);
   }
 
-  /** The row as an Endpoint; one whose secret cannot be opened here is held (disabled), never sent unsigned. */
+  /** The row as an Endpoint; one whose secret or header value cannot be opened here is held (disabled), never sent unsigned. */
   private open(r: StoredRow): Endpoint {
     const codec = this.opts.codec;
     try {
@@ -176,7 +215,7 @@ export class EndpointRegistry {
         this.unreadable.add(r.name);
         this.opts.log.error(
           { event: 'endpoint.secret_unreadable', endpoint: r.name, err: coerceError(err).message },
-          `endpoint ${r.name}: its secret cannot be opened here, so its jobs wait`,
+          `endpoint ${r.name}: its secret or a header value cannot be opened here, so its jobs wait`,
         );
       }
       const w = this.opts.config.notify.webhook;
@@ -190,7 +229,8 @@ export class EndpointRegistry {
         max_in_flight: Math.min(r.max_in_flight ?? w.max_in_flight, w.max_in_flight_total),
         rate_limit: 0,
         scheme: r.scheme,
-        headers: r.headers,
+        // Never sent (disabled); and sealed values are no headers.
+        headers: {},
         enabled: false,
         source: 'api',
         description: r.description,

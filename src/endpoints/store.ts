@@ -1,106 +1,26 @@
+/**
+ * Writes to stored endpoints (docs/operations.md#endpoints-at-run-time): create, change, delete and
+ * rotate, each in one transaction with its audit row and a NOTIFY that every process re-reads on.
+ * Secrets and header values are sealed here before they reach the row (./codec.ts).
+ */
 import type pg from 'pg';
 import { writeAudit } from '../admin/audit.js';
-import { redactUrl, type Config, type Endpoint, type Role } from '../config/index.js';
-import { DEFAULT_CONNECT_TIMEOUT_MS } from '../config/endpoints.js';
-import { rateLimit } from '../config/fields.js';
+import { redactUrl, type Config } from '../config/index.js';
 import { isStandardSecret } from '../config/rules.js';
 import { withTransaction, type Queryable } from '../db/pool.js';
 import { ApiError, badField } from '../errors.js';
 import { cancelEndpointJobs } from '../queue/transitions.js';
-import type { SecretBox } from '../crypto/secret-box.js';
 import { newSigningSecret } from '../crypto/signing-secret.js';
 import { planRotation, type RotationInput } from '../admin/rotation.js';
+import { checkServiceTopics, notFound, type Actor } from './access.js';
+import { sealHeaders, secretContext, type SecretCodec } from './codec.js';
 import type { CreateEndpointInput, UpdateEndpointInput } from './input.js';
+import { COLUMNS, toEndpoint, type StoredRow } from './rows.js';
 
-/**
- * Seals and opens secrets at rest (src/crypto); the store never sees a key. The context (the
- * endpoint's name and which secret) is authenticated with the value, so a sealed secret copied to
- * another row, or swapped with the row's other secret, fails to open.
- */
-export interface SecretCodec {
-  seal(plain: string, context: string): string;
-  open(sealed: string, context: string): string;
-}
-
-/** What a stored secret is bound to. */
-export function secretContext(name: string, which: 'secret' | 'secret_next'): string {
-  return `endpoint:${name}:${which}`;
-}
-
-/** Who acts, and what they may touch: a service only its own endpoints, within its granted topics. */
-export interface Actor {
-  name: string;
-  role: Role;
-}
-
-export interface StoredRow {
-  name: string;
-  url: string;
-  topics: string[];
-  scheme: 'acw' | 'standard';
-  headers: Record<string, string>;
-  timeout_ms: number | null;
-  max_in_flight: number | null;
-  rate_limit: string | null;
-  enabled: boolean;
-  description: string;
-  secret: string;
-  secret_next: string | null;
-  rotate_until: Date | null;
-  owner: string;
-  created_at: Date;
-  updated_at: Date;
-}
-
-const COLUMNS = `name, url, topics, scheme, headers, timeout_ms, max_in_flight, rate_limit, enabled, description,
-  secret, secret_next, rotate_until, owner, created_at, updated_at`;
-
-/** Every live stored endpoint, by name. */
-export async function readStoredEndpoints(db: Queryable): Promise<StoredRow[]> {
-  const res = await db.query<StoredRow>(`select ${COLUMNS} from endpoints where deleted_at is null order by name`);
-  return res.rows;
-}
-
-/** A cheap fingerprint of the table: it changes with every insert, update and delete (tombstone). */
-export async function storedVersion(db: Queryable): Promise<string> {
-  const res = await db.query<{ v: string }>(`select count(*)::text || ':' || coalesce(max(updated_at)::text, '') as v from endpoints`);
-  return res.rows[0]?.v ?? '';
-}
-
-/** A stored row as the service uses it, with this process's notify.webhook defaults filled in. */
-export function toEndpoint(row: StoredRow, config: Config, codec: SecretCodec): Endpoint {
-  const w = config.notify.webhook;
-  const timeout = row.timeout_ms ?? w.timeout;
-  const rate = row.rate_limit === null ? w.rate_limit : rateLimit().parse(row.rate_limit);
-  const next =
-    row.secret_next !== null && row.rotate_until !== null ? codec.open(row.secret_next, secretContext(row.name, 'secret_next')) : undefined;
-  return {
-    name: row.name,
-    url: row.url,
-    secret: codec.open(row.secret, secretContext(row.name, 'secret')),
-    ...(next !== undefined && row.rotate_until ? { secret_next: next, rotate_until: row.rotate_until.getTime() } : {}),
-    topics: row.topics,
-    timeout,
-    connect_timeout: Math.min(w.connect_timeout ?? DEFAULT_CONNECT_TIMEOUT_MS, timeout),
-    max_in_flight: Math.min(row.max_in_flight ?? w.max_in_flight, w.max_in_flight_total),
-    rate_limit: rate,
-    scheme: row.scheme,
-    headers: row.headers,
-    enabled: w.enabled && row.enabled,
-    source: 'api',
-    description: row.description,
-    owner: row.owner,
-    created_at: row.created_at.toISOString(),
-    updated_at: row.updated_at.toISOString(),
-    ssrf_guard: true,
-    allow_networks: w.allow_networks,
-  };
-}
-
-/** The secret box (src/crypto) as the store uses it. */
-export function codecOf(box: SecretBox | null): SecretCodec | null {
-  return box ? { seal: (p, ctx) => box.encrypt(p, ctx), open: (s, ctx) => box.decrypt(s, ctx) } : null;
-}
+// What importers of this module used before it was split by concern.
+export { withinGrants, type Actor } from './access.js';
+export { codecOf, headerContext, secretContext, type SecretCodec } from './codec.js';
+export { purgeTombstones, readStoredEndpoints, storedVersion, toEndpoint, type StoredRow } from './rows.js';
 
 export interface StoreContext {
   pool: pg.Pool;
@@ -117,47 +37,15 @@ export interface StoreContext {
   checkUrl?: (url: string) => Promise<void>;
 }
 
-/** The fields of an endpoint an audit row may show: never the secret. */
+/** The fields of an endpoint an audit row may show: never a secret or a header value. */
 function auditable(row: Partial<StoredRow>): Record<string, unknown> {
-  const { secret: _s, secret_next: _n, ...rest } = row;
+  const { secret: _s, secret_next: _n, headers_sealed: _h, ...rest } = row;
   // Header values and URL credentials (user-info, api_key=… in the query) are never written to the audit log.
   return {
     ...rest,
     ...(rest.url !== undefined ? { url: redactUrl(rest.url) } : {}),
     ...(rest.headers ? { headers: Object.keys(rest.headers) } : {}),
   };
-}
-
-/** A service may subscribe only to topics within its grants: an exact topic, or a pattern no wider than a granted one. */
-export function withinGrants(topic: string, grants: readonly string[]): boolean {
-  for (const g of grants) {
-    if (g === '*') return true;
-    if (g === topic) return true;
-    if (g.endsWith('.*')) {
-      const prefix = g.slice(0, -1); // keeps the dot
-      const t = topic.endsWith('.*') ? topic.slice(0, -1) : topic;
-      if (t.startsWith(prefix) && t.length > prefix.length) return true;
-    }
-  }
-  return false;
-}
-
-function checkServiceTopics(actor: Actor, topics: readonly string[], grants: readonly string[]): void {
-  if (actor.role !== 'service') return;
-  if (grants.length === 0) {
-    throw new ApiError(403, 'forbidden', 'role service may not manage endpoints: notify.webhook.service_endpoints.topics grants none');
-  }
-  topics.forEach((t, i) => {
-    if (!withinGrants(t, grants)) {
-      throw new ApiError(403, 'forbidden', `topics[${i}]: "${t}" is outside the topics granted to services (${grants.join(', ')})`, {
-        field: `topics[${i}]`,
-      });
-    }
-  });
-}
-
-function notFound(name: string): ApiError {
-  return new ApiError(404, 'not_found', `name: no endpoint named ${JSON.stringify(name.slice(0, 100))}`, { field: 'name' });
 }
 
 /** The stored endpoint `name` locked for a change, as `actor` may see it (a service: its own only). */
@@ -200,9 +88,10 @@ export async function createStoredEndpoint(
   const secret = input.secret ?? newSigningSecret(scheme);
   const row = await withTransaction(ctx.pool, async (client) => {
     const res = await client.query<StoredRow>(
-      `insert into endpoints (name, url, topics, scheme, headers, timeout_ms, max_in_flight, rate_limit, enabled, description, secret, owner)
-       values ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12)
-       on conflict (name) do update set url = excluded.url, topics = excluded.topics, scheme = excluded.scheme, headers = excluded.headers,
+      `insert into endpoints (name, url, topics, scheme, headers, headers_sealed, timeout_ms, max_in_flight, rate_limit, enabled, description, secret, owner)
+       values ($1, $2, $3, $4, $5::jsonb, true, $6, $7, $8, $9, $10, $11, $12)
+       on conflict (name) do update set url = excluded.url, topics = excluded.topics, scheme = excluded.scheme,
+         headers = excluded.headers, headers_sealed = true,
          timeout_ms = excluded.timeout_ms, max_in_flight = excluded.max_in_flight, rate_limit = excluded.rate_limit,
          enabled = excluded.enabled, description = excluded.description, secret = excluded.secret, secret_next = null,
          rotate_until = null, owner = excluded.owner, created_at = now(), updated_at = clock_timestamp(), deleted_at = null
@@ -213,7 +102,7 @@ export async function createStoredEndpoint(
         input.url,
         input.topics,
         scheme,
-        JSON.stringify(input.headers ?? {}),
+        JSON.stringify(sealHeaders(ctx.codec, input.name, input.headers ?? {})),
         input.timeout ?? null,
         input.max_in_flight ?? null,
         input.rate_limit ?? null,
@@ -273,7 +162,7 @@ export async function updateStoredEndpoint(ctx: StoreContext, name: string, patc
     }
     const res = await client.query<StoredRow>(
       `update endpoints set url = coalesce($2, url), topics = coalesce($3, topics), scheme = coalesce($4, scheme),
-         headers = coalesce($5::jsonb, headers), timeout_ms = case when $6::boolean then $7 else timeout_ms end,
+         headers = coalesce($5::jsonb, headers), headers_sealed = headers_sealed or $5::jsonb is not null, timeout_ms = case when $6::boolean then $7 else timeout_ms end,
          max_in_flight = case when $8::boolean then $9 else max_in_flight end,
          rate_limit = case when $10::boolean then $11 else rate_limit end,
          enabled = coalesce($12, enabled), description = coalesce($13, description), updated_at = clock_timestamp()
@@ -283,7 +172,7 @@ export async function updateStoredEndpoint(ctx: StoreContext, name: string, patc
         patch.url ?? null,
         patch.topics ?? null,
         patch.scheme ?? null,
-        patch.headers === undefined ? null : JSON.stringify(patch.headers),
+        patch.headers === undefined ? null : JSON.stringify(sealHeaders(ctx.codec, name, patch.headers)),
         patch.timeout !== undefined,
         patch.timeout ?? null,
         patch.max_in_flight !== undefined,
@@ -348,7 +237,9 @@ export async function deleteStoredEndpoint(
       }
     }
     await client.query(
-      `update endpoints set deleted_at = now(), updated_at = clock_timestamp(), secret = '', secret_next = null where name = $1`,
+      // A tombstone keeps no credential: no secret, no header value.
+      `update endpoints set deleted_at = now(), updated_at = clock_timestamp(), secret = '', secret_next = null,
+         headers = '{}', headers_sealed = true where name = $1`,
       [name],
     );
     await client.query(`delete from endpoint_state where endpoint = $1`, [name]);
@@ -400,12 +291,4 @@ export async function rotateStoredSecret(
     await announce(client, ctx.channel, name);
     return { secret_next: plan.secret_next, rotate_until: until, generated: plan.generated };
   });
-}
-
-/** Tombstones older than the retention: their names are free again (run by the purge). */
-export async function purgeTombstones(db: Queryable, retentionMs: number): Promise<number> {
-  const res = await db.query(`delete from endpoints where deleted_at is not null and deleted_at < now() - $1 * interval '1 millisecond'`, [
-    retentionMs,
-  ]);
-  return res.rowCount ?? 0;
 }

@@ -46,7 +46,7 @@ export type HostLookup = (hostname: string, family: 0 | 4 | 6) => Promise<Readon
 export interface SsrfGuardOptions {
   /** CIDRs the guard lets through (`notify.webhook.allow_networks`); validated by the config schema. */
   allowNetworks?: readonly string[];
-  lookup?: HostLookup;
+  lookup?: HostLookup | undefined;
 }
 
 const systemLookup: HostLookup = (hostname, family) =>

@@ -7,7 +7,7 @@ import type { NewJob } from '../queue/types.js';
 import { WEBHOOK_JOB, buildBody, buildBodyWithData, webhookJobId, type DeliverPayload } from '../webhook/job.js';
 
 /**
- * The fan-out: one event becomes one in-app notification per recipient and one `webhook.deliver`
+ * The fan-out: one event becomes one inbox message per recipient and one `webhook.deliver`
  * job per enabled endpoint whose whitelist matches. Run inside the caller's transaction by the
  * HTTP notify (at once) and by the outbox pump (for events applications wrote themselves).
  */
@@ -79,7 +79,7 @@ export function fanOutPlanner(ctx: FanOutContext): (ev: { id: string; topic: str
 }
 
 /**
- * Fan events out, inside the caller's transaction: one in-app notification per recipient and one
+ * Fan events out, inside the caller's transaction: one inbox message per recipient and one
  * `webhook.deliver` job per enabled endpoint whose whitelist matches, then mark them dispatched.
  */
 export async function fanOut(
@@ -121,8 +121,10 @@ export async function writeFanOut(
     }
     return result;
   });
-  const inserted = await insertJobs(client, jobs, ctx.jobsChannel, opts.handover?.hold(jobs), { skipExisting: opts.skipExisting === true });
-  opts.handover?.inserted(inserted.held);
+  const inserted = await insertJobs(client, jobs, ctx.jobsChannel, opts.handover?.reserve(jobs), {
+    skipExisting: opts.skipExisting === true,
+  });
+  opts.handover?.inserted(inserted.leased);
   if (ctx.log.isLevelEnabled('debug')) {
     for (const id of inserted.ids) ctx.log.debug({ event: 'job.enqueued', job_id: id, type: WEBHOOK_JOB }, 'job enqueued');
   }

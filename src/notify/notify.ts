@@ -41,7 +41,7 @@ const more = (n: number): string => (n > 1 ? ` (and ${n - 1} more)` : '');
 /**
  * Write events at once, dispatched, in a bounded number of statements whatever their number: the
  * recipients check (when any are named), one insert of the events (keyed ones with their
- * answers), one lookup when some keys were taken, the jobs and the in-app notifications; keyless
+ * answers), one lookup when some keys were taken, the jobs and the inbox messages; keyless
  * events in up to KEYLESS_PARTS parts of those (writeKeyless). Ids are made here and `nowMs` is the
  * transaction's now() (every row's created_at), so each answer and each delivery body is known
  * before the insert. In a `batch`, field names are

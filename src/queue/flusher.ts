@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { DoublingDelay } from '../delay.js';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { ensureDaysAhead, isMissingPartition } from '../history/partitions.js';
 import { completeJobs, failJobs, releaseJobs, type FailItem, type ReleaseItem } from './transitions.js';
 import type { AttemptRecord, ClaimedJob, DeadHook, JobOutcome } from './types.js';
 
@@ -70,22 +71,22 @@ export class Flusher {
     const fails: Array<[Finished, FailItem]> = [];
     const releases: Array<[Finished, ReleaseItem]> = [];
     for (const f of batch) {
-      const held = { id: f.job.id, leaseToken: f.job.leaseToken };
+      const leased = { id: f.job.id, leaseToken: f.job.leaseToken };
       const o = f.outcome;
       const attempt: AttemptRecord | undefined = o.attempt;
       if (o.kind === 'complete') completes.push(f);
       else if (o.kind === 'release') {
         const unknownFor = f.job.endpointUnknownSince ? Date.now() - f.job.endpointUnknownSince.getTime() : 0;
         if (o.park && f.job.endpointUnknownSince && unknownFor >= o.park.deadAfterMs) {
-          fails.push([f, { held, error: o.error, dead: true, reason: 'parked', delayMs: 0, attempt }]);
+          fails.push([f, { leased, error: o.error, dead: true, reason: 'parked', delayMs: 0, attempt }]);
         } else {
-          releases.push([f, { held, delayMs: f.delayMs, error: o.error, ...(o.park ? { park: o.park.reason } : {}), attempt }]);
+          releases.push([f, { leased, delayMs: f.delayMs, error: o.error, ...(o.park ? { park: o.park.reason } : {}), attempt }]);
         }
       } else {
         const permanent = o.kind === 'permanent';
         fails.push([
           f,
-          { held, error: o.error, dead: permanent, reason: permanent ? 'permanent' : 'max_attempts', delayMs: f.delayMs, attempt },
+          { leased, error: o.error, dead: permanent, reason: permanent ? 'permanent' : 'max_attempts', delayMs: f.delayMs, attempt },
         ]);
       }
     }
@@ -93,7 +94,7 @@ export class Flusher {
     const [c, x, r] = await Promise.allSettled([
       completeJobs(
         pool,
-        completes.map((f) => ({ held: { id: f.job.id, leaseToken: f.job.leaseToken }, attempt: f.outcome.attempt })),
+        completes.map((f) => ({ leased: { id: f.job.id, leaseToken: f.job.leaseToken }, attempt: f.outcome.attempt })),
       ),
       failJobs(
         pool,
@@ -134,6 +135,9 @@ export class Flusher {
       { event: 'job.write_error', err: coerceError(reason).message, jobs: items.length },
       'writing job outcomes failed; retrying',
     );
+    // A finished job moves into today's partition of job_history: should it be missing (every
+    // process was down for longer than the days made ahead), make the days before the retry.
+    if (isMissingPartition(reason)) void ensureDaysAhead(this.opts.pool).catch(() => undefined);
     retry.push(...items);
   }
 

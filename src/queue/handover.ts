@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { withTransaction, type TransactionOptions } from '../db/pool.js';
-import type { HoldOptions } from './transitions.js';
+import type { LeaseOptions } from './transitions.js';
 import type { ClaimedJob, NewJob } from './types.js';
 
 /** What the fan-out needs of a worker pool to hand it jobs directly (WorkerPool implements it). */
@@ -20,12 +20,13 @@ export interface JobAdopter {
  */
 export class Handover {
   private reservedEndpoints: Array<string | null> = [];
-  private held: ClaimedJob[] = [];
+  /** Jobs inserted as running under the pool's lease, to hand over at commit. */
+  private leased: ClaimedJob[] = [];
 
   constructor(private readonly adopter: JobAdopter | null) {}
 
-  /** Reserve pool slots for as many of these jobs as fit; they must carry ids. */
-  hold(jobs: readonly NewJob[]): HoldOptions | undefined {
+  /** Reserve pool slots for as many of these jobs as fit; they must carry ids. Those go in leased to the pool. */
+  reserve(jobs: readonly NewJob[]): LeaseOptions | undefined {
     const a = this.adopter;
     if (!a) return undefined;
     const ids = new Set<string>();
@@ -39,35 +40,35 @@ export class Handover {
   }
 
   inserted(jobs: readonly ClaimedJob[]): void {
-    this.held.push(...jobs);
+    this.leased.push(...jobs);
   }
 
-  /** After commit: the pool runs the held jobs; any slot reserved without a row comes back. */
+  /** After commit: the pool runs the leased jobs; any slot reserved without a row comes back. */
   async commit(): Promise<void> {
     const a = this.adopter;
     if (!a || this.reservedEndpoints.length === 0) return;
     const unused = [...this.reservedEndpoints];
-    for (const j of this.held) {
+    for (const j of this.leased) {
       const k = unused.indexOf(j.endpoint);
       if (k >= 0) unused.splice(k, 1);
     }
     this.reservedEndpoints = [];
     if (unused.length > 0) a.unreserve(unused);
-    const held = this.held;
-    this.held = [];
-    await a.adopt(held);
+    const leased = this.leased;
+    this.leased = [];
+    await a.adopt(leased);
   }
 
   /** After a rollback (or a failed commit): nothing was written, every reserved slot comes back. */
   rollback(): void {
     if (this.adopter && this.reservedEndpoints.length > 0) this.adopter.unreserve(this.reservedEndpoints);
     this.reservedEndpoints = [];
-    this.held = [];
+    this.leased = [];
   }
 }
 
 /**
- * One transaction with its Handover: the held jobs go to the pool after commit, their slots come
+ * One transaction with its Handover: the leased jobs go to the pool after commit, their slots come
  * back after a rollback. If a COMMIT's reply is lost the jobs may exist, running under our worker
  * id with nobody working them: the reaper hands them back when their lease runs out.
  */

@@ -4,7 +4,7 @@ import type { Logger } from '../log.js';
 import { renewLeases } from './transitions.js';
 import type { ClaimedJob } from './types.js';
 
-/** A job this process holds: claimed, running or waiting for its outcome to be written. */
+/** A job this process has leased: claimed, running or waiting for its outcome to be written. */
 export interface Running {
   job: ClaimedJob;
   ctl: AbortController;
@@ -18,7 +18,7 @@ export interface HeartbeatOptions {
   pool: pg.Pool;
   leaseMs: number;
   log: Logger;
-  /** The jobs held now, by lease token; read at every tick. */
+  /** The jobs leased now, by lease token; read at every tick. */
   running: ReadonlyMap<string, Running>;
   /** False once there is nothing left to keep alive (the pool stopped and drained). */
   needed: () => boolean;
@@ -80,20 +80,20 @@ export class Heartbeat {
       this.schedule(interval);
       return;
     }
-    const held = [...running.values()].filter((r) => !r.leaseLost);
-    if (held.length === 0) {
+    const leased = [...running.values()].filter((r) => !r.leaseLost);
+    if (leased.length === 0) {
       this.schedule(interval);
       return;
     }
     this.renewing = true;
     renewLeases(
       this.opts.pool,
-      held.map((r) => ({ id: r.job.id, leaseToken: r.job.leaseToken })),
+      leased.map((r) => ({ id: r.job.id, leaseToken: r.job.leaseToken })),
       this.opts.leaseMs,
     ).then(
       (renewed) => {
         this.renewing = false;
-        for (const r of held) {
+        for (const r of leased) {
           // Finished while the renewal was under way: its outcome write settles it, not this.
           if (running.get(r.job.leaseToken) !== r) continue;
           const exp = renewed.get(r.job.id);

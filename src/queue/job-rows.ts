@@ -6,7 +6,7 @@ import type { ClaimedJob, DeadJob, DeadReason, JobStatus, NewJob } from './types
  * transitions.ts.
  */
 
-/** Lease gone: no worker holds the job. */
+/** Lease gone: no worker has the job leased. */
 export const CLEAR_LEASE = `locked_by = null, lease_token = null, lease_expires_at = null, updated_at = now()`;
 /** A real attempt or an operator's move ends a series of skipped turns (see unparkJobs). */
 export const NOT_SKIPPED = `parked_since = null, skipped_since = null`;
@@ -77,7 +77,7 @@ export interface InsertRow {
 }
 
 /** A job inserted as running (claim on dispatch), as if claimed: attempt 1 spent, lease issued. */
-export function toHeldJob(j: NewJob, r: InsertRow & { lease_token: string; lease_expires_ms: number }, localNow: number): ClaimedJob {
+export function toLeasedJob(j: NewJob, r: InsertRow & { lease_token: string; lease_expires_ms: number }, localNow: number): ClaimedJob {
   return {
     id: r.id,
     type: j.type,
@@ -142,7 +142,16 @@ export interface JobRow {
   event_id: string | null;
 }
 
+/** The columns of JobRow, read from the `jobs` view (every status). */
 export const JOB_COLUMNS = `id, type, status, attempts, max_attempts, run_at, last_error, created_at, completed_at,
+  topic, endpoint, event_id`;
+
+/** The same, from job_history (finished jobs). */
+export const HISTORY_JOB_COLUMNS = `id, type, status, attempts, max_attempts, run_at, last_error, created_at,
+  case when status = 'completed' then finished_at end as completed_at, topic, endpoint, event_id`;
+
+/** The same, returned by a statement on job_queue (live jobs have no completed_at, and no topic column). */
+export const LIVE_JOB_COLUMNS = `id, type, status, attempts, max_attempts, run_at, last_error, created_at, null::timestamptz as completed_at,
   payload->>'topic' as topic, endpoint, event_id`;
 
 /** Which dead jobs a redrive takes (values already checked by the caller). */
@@ -153,13 +162,13 @@ export interface RedriveMatch {
   since?: Date | undefined;
 }
 
-/** The where clause of a redrive, for the redrive itself and its dry run. */
+/** The where clause of a redrive on job_history, for the redrive itself and its dry run. */
 export function redriveWhere(m: RedriveMatch): { where: string; values: unknown[] } {
   const where = [`status = 'dead'`];
   const values: unknown[] = [];
   if (m.topic !== undefined) {
     values.push(m.topic);
-    where.push(`payload->>'topic' = $${values.length}`);
+    where.push(`topic = $${values.length}`);
   }
   if (m.endpoint !== undefined) {
     values.push(m.endpoint);
@@ -167,7 +176,7 @@ export function redriveWhere(m: RedriveMatch): { where: string; values: unknown[
   }
   if (m.since !== undefined) {
     values.push(m.since);
-    where.push(`updated_at >= $${values.length}`);
+    where.push(`finished_at >= $${values.length}`);
   }
   return { where: where.join(' and '), values };
 }

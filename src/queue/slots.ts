@@ -1,3 +1,4 @@
+import type { EndpointGate } from './endpoint-gate.js';
 import type { ClaimedJob } from './types.js';
 
 /** The most jobs one claim takes, so a big backlog does not open thousands of sockets at once. */
@@ -11,21 +12,20 @@ export interface SlotLimits {
    * Absent: deliveries share `workers` (one budget for every job, as a bare WorkerPool has).
    */
   deliveries?: number | undefined;
-  /** Per-endpoint caps now (each endpoint's max_in_flight, lowered while it fails); read at every claim. */
-  caps?: (() => ReadonlyMap<string, number>) | undefined;
+  /** The endpoint gate's caps (EndpointGate.endpointLimits), read at every claim. */
+  caps?: EndpointGate['endpointLimits'] | undefined;
   /**
-   * Endpoints whose cap has dropped below their configured max_in_flight (they have been failing).
-   * Together they get at most half of the delivery budget, so failing receivers cannot crowd out
-   * healthy ones however many of them there are.
+   * The endpoint gate's degraded endpoints: together they get at most half of the delivery budget,
+   * so failing receivers cannot crowd out healthy ones however many of them there are.
    */
-  degraded?: ((endpoint: string) => boolean) | undefined;
+  degraded?: EndpointGate['degraded'] | undefined;
   /**
-   * Endpoints whose jobs wait, as this process knows (an open circuit, paused, disabled): offered no
-   * slot and refused for claim on dispatch. The claim itself checks the shared state too.
+   * The endpoint gate's held endpoints: offered no slot and refused for claim on dispatch (the claim
+   * itself checks the shared state too).
    */
-  held?: ((endpoint: string) => boolean) | undefined;
-  /** Rate limits per endpoint (deliveries/s); a rate-limited endpoint is claimed only, never on dispatch. */
-  rates?: (() => ReadonlyMap<string, number>) | undefined;
+  held?: EndpointGate['held'] | undefined;
+  /** The endpoint gate's rate limits: a rate-limited endpoint is claimed only, never on dispatch. */
+  rates?: EndpointGate['rates'] | undefined;
 }
 
 /** What one claim may take: application jobs, deliveries overall and per endpoint, and in all. */
@@ -41,7 +41,7 @@ export interface ClaimPlan {
 }
 
 /**
- * A worker pool's slot accounting: jobs held (running, or reserved for a job being inserted as
+ * A worker pool's slot accounting: slots taken (by running jobs, or reserved for a job being inserted as
  * running by claim on dispatch), by budget and per endpoint, and the slots an in-flight claim may
  * fill, which a reservation must keep off.
  */
@@ -49,6 +49,9 @@ export class SlotBudget {
   private apps = 0;
   private deliveries = 0;
   private readonly perEndpoint = new Map<string, number>();
+  /** Deliveries claimed ahead: leased here, waiting for a slot of their endpoint (the local queue). */
+  private aheadTotal = 0;
+  private readonly aheadPerEndpoint = new Map<string, number>();
   private claim: ClaimPlan | null = null;
 
   constructor(private readonly limits: SlotLimits) {}
@@ -65,8 +68,8 @@ export class SlotBudget {
     return this.claim !== null;
   }
 
-  /** Jobs held now, either budget. */
-  get held(): number {
+  /** Slots taken now, either budget. */
+  get taken(): number {
     return this.apps + this.deliveries;
   }
 
@@ -87,12 +90,12 @@ export class SlotBudget {
     return this.shared ? this.freeWorkers() : this.deliveryCap - this.deliveries;
   }
 
-  /** What degraded endpoints may hold together: half the delivery budget (at least 1). */
+  /** What degraded endpoints may take together: half the delivery budget (at least 1). */
   private degradedHalf(): number {
     return Math.max(1, Math.floor(this.deliveryCap / 2));
   }
 
-  /** Slots held now by the endpoints degraded now. */
+  /** Slots taken now by the endpoints degraded now. */
   private degradedUsed(): number {
     const degraded = this.limits.degraded;
     if (!degraded) return 0;
@@ -101,9 +104,47 @@ export class SlotBudget {
     return n;
   }
 
+  /** Deliveries of one endpoint claimed ahead, waiting here for a slot. */
+  waiting(endpoint: string): number {
+    return this.aheadPerEndpoint.get(endpoint) ?? 0;
+  }
+
+  /**
+   * Room to claim ahead: a claim takes deliveries beyond the free slots, up to one cap's worth per
+   * endpoint and one delivery budget's worth in all, held here leased until a slot frees. Claims
+   * then carry more rows (PostgreSQL's cost is per statement as much as per row), and a freed slot
+   * starts the next delivery at once, without a claim in between (bench/README.md#tuning-notes).
+   */
+  private aheadRoom(): number {
+    return Math.max(0, this.deliveryCap - this.aheadTotal);
+  }
+
   /** Is there room for a claim at all? */
   hasRoom(): boolean {
-    return this.freeWorkers() > 0 || this.freeDeliveries() > 0;
+    return this.freeWorkers() > 0 || this.freeDeliveries() > 0 || (this.limits.caps !== undefined && this.aheadRoom() > 0);
+  }
+
+  /** May a delivery of this endpoint start now (a slot of its own and of the delivery budget)? */
+  canStart(endpoint: string): boolean {
+    if (this.freeDeliveries() <= 0) return false;
+    if (this.limits.held?.(endpoint)) return false;
+    const cap = this.cap(endpoint);
+    if (cap !== undefined && this.used(endpoint) >= cap) return false;
+    return !(this.limits.degraded?.(endpoint) && this.degradedUsed() >= this.degradedHalf());
+  }
+
+  /** A claimed delivery waits here for a slot (claimed ahead). */
+  queue(endpoint: string): void {
+    this.aheadTotal++;
+    this.aheadPerEndpoint.set(endpoint, this.waiting(endpoint) + 1);
+  }
+
+  /** A delivery that waited here leaves the local queue (started, handed back or lost). */
+  dequeue(endpoint: string): void {
+    this.aheadTotal--;
+    const n = this.waiting(endpoint) - 1;
+    if (n <= 0) this.aheadPerEndpoint.delete(endpoint);
+    else this.aheadPerEndpoint.set(endpoint, n);
   }
 
   /**
@@ -112,9 +153,12 @@ export class SlotBudget {
    * uncapped, within the delivery budget.
    */
   beginClaim(unknown: readonly string[]): ClaimPlan {
-    const workers = Math.max(0, Math.min(CLAIM_MAX, this.freeWorkers()));
-    const deliveries = Math.max(0, Math.min(CLAIM_MAX, this.freeDeliveries()));
     const caps = this.limits.caps?.();
+    const workers = Math.max(0, Math.min(CLAIM_MAX, this.freeWorkers()));
+    // With per-endpoint caps, deliveries are also claimed ahead (aheadRoom); with one shared budget
+    // (a bare WorkerPool), only into free slots.
+    const ahead = caps && !this.shared ? this.aheadRoom() : 0;
+    const deliveries = Math.max(0, Math.min(CLAIM_MAX, Math.max(0, this.freeDeliveries()) + ahead));
     // Without caps one statement takes both kinds, so only the smaller budget bounds it safely.
     const total = this.shared ? workers : caps ? Math.min(CLAIM_MAX, workers + deliveries) : Math.min(workers, deliveries);
     let endpoints: Map<string, number> | undefined;
@@ -124,9 +168,10 @@ export class SlotBudget {
       const held = this.limits.held;
       for (const [ep, max] of caps) {
         if (held?.(ep)) continue;
-        const n = Math.max(0, max - this.used(ep));
-        if (n > 0 && this.limits.degraded?.(ep)) degraded.push(ep);
-        else endpoints.set(ep, Math.min(n, deliveries));
+        const free = Math.max(0, max - this.used(ep));
+        if (free > 0 && this.limits.degraded?.(ep)) degraded.push(ep);
+        // A healthy endpoint is offered its free slots and a cap's worth ahead, less what waits already.
+        else endpoints.set(ep, Math.min(free + (ahead > 0 ? Math.max(0, max - this.waiting(ep)) : 0), deliveries));
       }
       // The degraded half is shared out evenly, so no degraded endpoint (idle ones included) can
       // take all of it and starve another that has a backlog.
@@ -160,6 +205,8 @@ export class SlotBudget {
     }
     if (this.freeDeliveries() - pending(c?.deliveries ?? 0) <= 0) return false;
     if (this.limits.held?.(endpoint) || (this.limits.rates?.().get(endpoint) ?? 0) > 0) return false;
+    // Deliveries claimed ahead go first: a fresh one does not overtake them.
+    if (this.waiting(endpoint) > 0) return false;
     const cap = this.cap(endpoint);
     if (cap === undefined || this.used(endpoint) + Math.max(0, c?.endpoints?.get(endpoint) ?? 0) >= cap) return false;
     if (this.limits.degraded?.(endpoint) && this.degradedUsed() >= this.degradedHalf()) return false;
@@ -167,7 +214,7 @@ export class SlotBudget {
     return true;
   }
 
-  /** A job starts holding a slot (a claimed one, or a reservation). */
+  /** A job takes a slot (a claimed one, or a reservation). */
   take(endpoint: string | null): void {
     if (endpoint === null) {
       this.apps++;
@@ -177,7 +224,7 @@ export class SlotBudget {
     this.perEndpoint.set(endpoint, this.used(endpoint) + 1);
   }
 
-  /** A job stops holding its slot (finished, handed back, or a reservation not written). */
+  /** A job gives its slot back (finished, handed back, or a reservation not written). */
   drop(endpoint: string | null): void {
     if (endpoint === null) {
       this.apps--;

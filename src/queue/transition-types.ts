@@ -1,5 +1,5 @@
 import type { ClaimPlan } from './slots.js';
-import type { AttemptRecord, ClaimedJob, DeadReason, Held } from './types.js';
+import type { AttemptRecord, ClaimedJob, DeadReason, LeaseRef } from './types.js';
 
 /** What the transitions of transitions.ts take and answer (kept apart so that module stays the statements). */
 
@@ -16,8 +16,8 @@ export interface ClaimOptions {
   plan?: ClaimPlan;
 }
 
-/** Jobs inserted already claimed by this process (claim on dispatch): its worker id and lease length. */
-export interface HoldOptions {
+/** Jobs inserted already leased to this process (claim on dispatch): its worker id and lease length. */
+export interface LeaseOptions {
   workerId: string;
   leaseMs: number;
   /** Ids (set on the NewJob) of the jobs to insert as `running`; the rest go in as `pending`. */
@@ -26,12 +26,12 @@ export interface HoldOptions {
 
 export interface InsertedJobs {
   ids: string[];
-  /** The jobs inserted as `running` under `hold`, as if claimed: attempt 1 spent, lease issued. */
-  held: ClaimedJob[];
+  /** The jobs inserted as `running` under `lease`, as if claimed: attempt 1 spent, lease issued. */
+  leased: ClaimedJob[];
 }
 
 export interface FailItem {
-  held: Held;
+  leased: LeaseRef;
   error: string;
   /** Dead now, whatever attempts remain. */
   dead: boolean;
@@ -41,12 +41,12 @@ export interface FailItem {
 }
 
 export interface FailResult {
-  /** Jobs whose lease still held: each with its new status. */
+  /** Jobs whose lease still stood: each with its new status. */
   changed: Map<string, { status: 'pending' | 'dead'; runAt: Date }>;
 }
 
 export interface ReleaseItem {
-  held: Held;
+  leased: LeaseRef;
   delayMs: number;
   error?: string | null;
   /**

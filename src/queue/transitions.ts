@@ -29,7 +29,7 @@ export type {
   ExpiryCursor,
   FailItem,
   FailResult,
-  HoldOptions,
+  LeaseOptions,
   InsertedJobs,
   ReleaseItem,
 } from './transition-types.js';

@@ -50,8 +50,8 @@ export interface ClaimedJob {
   skippedTurnsSince: Date | null;
 }
 
-/** The guarded identity of a claimed job: every write after the claim matches both. */
-export interface Held {
+/** A leased job's guarded identity: every write after the claim matches both. */
+export interface LeaseRef {
   id: string;
   leaseToken: string;
 }

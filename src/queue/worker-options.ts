@@ -1,12 +1,17 @@
 import type pg from 'pg';
 import type { Logger } from '../log.js';
 import type { RetryPolicy } from './backoff.js';
+import type { EndpointGate } from './endpoint-gate.js';
 import type { Finished } from './flusher.js';
 import type { JobHandler, OutcomeHandler } from './handler.js';
-import type { ClaimedJob, DeadHook, JobOutcome } from './types.js';
+import type { DeadHook } from './types.js';
 
-/** How a WorkerPool is set up: its database, its handlers, its budgets and its hooks. */
-export interface WorkerPoolOptions {
+/**
+ * How a WorkerPool is set up: its database, its handlers, its budgets and its hooks. Its view of
+ * endpoints (caps, held endpoints, rates, and the outcomes it tells) is the endpoint gate's members,
+ * each optional (endpoint-gate.ts).
+ */
+export interface WorkerPoolOptions extends Partial<EndpointGate> {
   pool: pg.Pool;
   /** For the LISTEN connection of its own. */
   url: string;
@@ -26,16 +31,6 @@ export interface WorkerPoolOptions {
   shutdownGraceMs: number;
   retry: RetryPolicy;
   onDead?: DeadHook;
-  /** Per-endpoint concurrency caps for this process (max_in_flight, lowered while failing), read at every claim. */
-  endpointLimits?: () => ReadonlyMap<string, number>;
-  /** Endpoints whose cap is below their max_in_flight: together they hold at most half the delivery budget. */
-  degraded?: (endpoint: string) => boolean;
-  /** Endpoints whose jobs wait as this process knows (open circuit, paused, disabled): not offered in claims, no claim on dispatch. */
-  held?: (endpoint: string) => boolean;
-  /** Rate limits (deliveries/s across all processes) per endpoint; the claim spends their tokens. */
-  rates?: () => ReadonlyMap<string, number>;
-  /** Told each outcome the moment a handler returns, before it is written (the adaptive limits). */
-  onOutcome?: (job: ClaimedJob, outcome: JobOutcome) => void;
   log?: Logger;
   workerId?: string;
   /** Called with every outcome once written, for metrics. */

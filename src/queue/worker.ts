@@ -1,17 +1,14 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { DoublingDelay, Wakeup } from '../delay.js';
 import { PermanentError, coerceError } from '../errors.js';
 import { Listener } from '../db/listener.js';
 import { silentLogger, type Logger } from '../log.js';
-import { EveryMinute, refusesWrites } from '../log-throttle.js';
 import { outcomeDelay } from './backoff.js';
-import { ClaimTimers } from './claim-timers.js';
+import { ClaimLoop } from './claim-loop.js';
 import { Flusher } from './flusher.js';
 import { Heartbeat, type Running } from './heartbeat.js';
-import { SlotBudget, slotsUsedUp, type ClaimPlan } from './slots.js';
-import { nextDueIn, pendingEndpoints } from './store.js';
-import { claimJobs, releaseJobs } from './transitions.js';
+import { SlotBudget } from './slots.js';
+import { releaseJobs } from './transitions.js';
 import type { JobContext, JobHandler, OutcomeHandler } from './handler.js';
 import type { ClaimedJob, JobOutcome } from './types.js';
 import type { WorkerPoolOptions } from './worker-options.js';
@@ -23,65 +20,39 @@ export function makeWorkerId(): string {
 }
 
 /**
- * A pool of `concurrency` jobs in flight in this process: claims in batches, writes outcomes in
- * batches (Flusher), renews every lease in one statement (Heartbeat).
- *
- * When it claims, and why (each rule measured in bench/README.md#tuning-notes):
- * - One claim in flight at a time: jobs that finish while a claim runs make the next claim bigger.
- *   Per-row work dominates PostgreSQL's cost, so bigger batches are what raised throughput.
- * - It claims only with free slots and a reason to believe work exists: the last claim came back
- *   full, or something signalled new work since (a NOTIFY, the due timer, the fallback poll). A
- *   short claim means the queue is drained for this pool, unless a signal landed while it ran
- *   (`freshGen` counts them), so an idle pool does not spin on empty claims.
- * - After a short claim it reads when the next pending job falls due (the head of the due index)
- *   and sets a timer for it, so a retry due in 300 ms runs then, not at the next poll.
- * - A claim cut short by an endpoint's `max_in_flight` (not by an empty queue) skips that read:
- *   the next finished job of that endpoint is what frees work, and the pool claims again once a
- *   quarter of the endpoint's cap is free, or 2 ms after the first slot came back (refillSoon), so
- *   a capped endpoint is refilled in batches rather than one claim per finished job.
- * - Fresh events skip all of this: the fan-out inserts the jobs this pool has room for as running
- *   and hands them over after commit (Handover, reserve/adopt).
- * - The poll (`jobs.poll_interval`) is only the fallback for a lost NOTIFY or LISTEN connection.
+ * A pool of `concurrency` jobs in flight in this process: claims in batches (ClaimLoop, which says
+ * when and how much), writes outcomes in batches (Flusher), renews every lease in one statement
+ * (Heartbeat). Jobs also arrive claimed on dispatch (reserve/adopt, for the fan-out's Handover) and
+ * as the circuit breaker's probes (runClaimed). Its view of endpoints is its endpoint gate
+ * (endpoint-gate.ts), read through its slot accounting (SlotBudget).
  */
 export class WorkerPool {
   readonly workerId: string;
   private readonly log: Logger;
   private readonly handlers: Record<string, JobHandler | OutcomeHandler>;
-  /** Jobs held, by lease token: one job id can be held twice for a moment (see run()). */
+  /** Jobs leased here, by lease token: one job id can be leased twice for a moment (see run()). */
   private readonly running = new Map<string, Running>();
   /** The newest entry per job id. */
   private readonly byJobId = new Map<string, Running>();
+  /**
+   * Deliveries claimed ahead, per endpoint, oldest first: leased (in `running`, so the heartbeat
+   * renews them) but not started until a slot of their endpoint frees (SlotBudget.queue).
+   */
+  private readonly waiting = new Map<string, Running[]>();
+  private waitingCount = 0;
   private readonly slots: SlotBudget;
   private readonly flusher: Flusher;
   private listener: Listener | null = null;
   private stopping = false;
   private started = false;
-  private readonly wakeup = new Wakeup();
-  /** claim_error lines while the database refuses writes: once a minute. */
-  private readonly refusals = new EveryMinute();
-  private lastClaimFull = true;
-  /** Counts "new work may exist" signals, so one that lands while a claim runs is not lost. */
-  private freshGen = 0;
-  private unknownEndpoints: string[] = [];
-  private slotBound = false;
-  /** The last claim filled jobs.workers with application jobs (not short for them, whatever the total). */
-  private appsBound = false;
-  /** When the due index was last read after a short claim. */
-  private dueReadAt = -Infinity;
-  private discoveredAt = -Infinity;
-  /** Per rate-limited endpoint: claims in a row that found nothing for it (its retry wait doubles). */
-  private readonly rateIdle = new Map<string, number>();
-  private discovering = false;
-  private readonly timers: ClaimTimers;
+  private readonly claims: ClaimLoop;
   private readonly heartbeat: Heartbeat;
-  private loopDone: Promise<void> = Promise.resolve();
   private idle: Array<() => void> = [];
 
   constructor(private readonly opts: WorkerPoolOptions) {
     this.handlers = { ...opts.handlers };
     this.workerId = opts.workerId ?? makeWorkerId();
     this.log = (opts.log ?? silentLogger).child({ worker: this.workerId });
-    this.timers = new ClaimTimers({ pollMs: opts.pollMs, wake: () => this.wake(true) });
     this.slots = new SlotBudget({
       workers: opts.concurrency,
       deliveries: opts.deliveries,
@@ -96,7 +67,7 @@ export class WorkerPool {
       onDead: opts.onDead,
       onWritten: (f, changed, runAt) => {
         opts.onFinished?.(f, changed, runAt);
-        if (runAt) this.timers.due(runAt.getTime() - Date.now());
+        if (runAt) this.claims.dueIn(runAt.getTime() - Date.now());
       },
     });
     this.heartbeat = new Heartbeat({
@@ -105,6 +76,17 @@ export class WorkerPool {
       log: this.log,
       running: this.running,
       needed: () => !(this.stopping && this.running.size === 0 && this.flusher.idle),
+    });
+    this.claims = new ClaimLoop({
+      pool: opts.pool,
+      workerId: this.workerId,
+      leaseMs: opts.leaseMs,
+      pollMs: opts.pollMs,
+      types: () => Object.keys(this.handlers),
+      slots: this.slots,
+      endpointLimits: opts.endpointLimits,
+      log: this.log,
+      run: (job) => this.run(job),
     });
   }
 
@@ -116,8 +98,9 @@ export class WorkerPool {
     return this;
   }
 
+  /** Jobs running here now (not counting deliveries claimed ahead that wait for a slot). */
   get inFlight(): number {
-    return this.running.size;
+    return this.running.size - this.waitingCount;
   }
 
   /** Deliveries of one endpoint in flight in this process now. */
@@ -161,7 +144,7 @@ export class WorkerPool {
       // If this fails too, the reaper hands them back once the lease runs out.
       await releaseJobs(
         this.opts.pool,
-        jobs.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 })),
+        jobs.map((j) => ({ leased: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 })),
       ).catch(() => undefined);
       return;
     }
@@ -174,10 +157,10 @@ export class WorkerPool {
    */
   runClaimed(job: ClaimedJob): void {
     if (this.stopping) {
-      void releaseJobs(this.opts.pool, [{ held: { id: job.id, leaseToken: job.leaseToken }, delayMs: 0 }]).catch(() => undefined);
+      void releaseJobs(this.opts.pool, [{ leased: { id: job.id, leaseToken: job.leaseToken }, delayMs: 0 }]).catch(() => undefined);
       return;
     }
-    this.run(job);
+    this.run(job, false, true);
   }
 
   async start(): Promise<void> {
@@ -192,152 +175,25 @@ export class WorkerPool {
     });
     await this.listener.start();
     this.heartbeat.start();
-    this.loopDone = this.loop();
+    this.claims.start();
   }
 
-  /** Wake the claim loop; `fresh` says new work may exist (a NOTIFY, a timer, a poll). */
+  /**
+   * Wake the claim loop; `fresh` says new work may exist (a NOTIFY, a timer, a poll). Endpoint
+   * state that changed (a circuit opened or closed, a pause) wakes it too: deliveries claimed ahead
+   * then start, or go back if their endpoint is held now.
+   */
   wake(fresh = false): void {
-    if (fresh) this.markFresh();
-    this.wakeup.wake();
-  }
-
-  private markFresh(): void {
-    this.lastClaimFull = true;
-    this.freshGen++;
-  }
-
-  /** Wait for a wake-up; with none within `ms`, look anyway (the fallback poll). */
-  private async waitForWake(ms: number): Promise<void> {
-    if (!(await this.wakeup.wait(ms))) this.markFresh();
+    this.startWaiting(null);
+    this.claims.wake(fresh);
   }
 
   /**
-   * What the next claim may take (SlotBudget.beginClaim): the endpoints' caps, plus (uncapped)
-   * endpoints that have pending jobs but are not configured here, as last found by discover().
+   * Start a leased job; `counted` when its endpoint slot was already taken by reserve(), `now` when
+   * it must run whatever the slots say (a probe). A delivery claimed ahead of its endpoint's slots
+   * waits here, leased, until one frees (startWaiting).
    */
-  private planClaim(): ClaimPlan {
-    this.discover();
-    return this.slots.beginClaim(this.unknownEndpoints);
-  }
-
-  /**
-   * Look for endpoints with pending jobs that are not configured here, at most once per poll
-   * interval, beside the claims rather than before one: a claim woken by a NOTIFY never waits for
-   * this read. When it finds one the last claim could not know of, the loop claims again.
-   */
-  private discover(): void {
-    const limits = this.opts.endpointLimits?.();
-    if (!limits || this.discovering || Date.now() - this.discoveredAt < this.opts.pollMs) return;
-    this.discoveredAt = Date.now();
-    this.discovering = true;
-    pendingEndpoints(this.opts.pool)
-      .then(
-        (eps) => {
-          const found = eps.filter((e) => !limits.has(e));
-          const added = found.some((e) => !this.unknownEndpoints.includes(e));
-          this.unknownEndpoints = found;
-          if (added) this.wake(true);
-        },
-        () => undefined, // Keep the last list; the next look tries again.
-      )
-      .finally(() => (this.discovering = false));
-  }
-
-  private async loop(): Promise<void> {
-    const onError = new DoublingDelay(100, this.opts.pollMs);
-    while (!this.stopping) {
-      if (!this.slots.hasRoom() || !this.lastClaimFull) {
-        await this.waitForWake(this.opts.pollMs);
-        continue;
-      }
-      this.wakeup.clear();
-      const gen = this.freshGen;
-      let jobs: ClaimedJob[];
-      let plan: ClaimPlan;
-      try {
-        plan = this.planClaim();
-        jobs = await claimJobs(this.opts.pool, {
-          workerId: this.workerId,
-          leaseMs: this.opts.leaseMs,
-          types: Object.keys(this.handlers),
-          plan,
-        });
-        onError.reset();
-        this.refusals.reset('claim');
-      } catch (err) {
-        this.slots.endClaim();
-        // A database refusing writes fails every claim until fixed: said once a minute, with the count skipped.
-        const skipped = refusesWrites(err) ? this.refusals.pass('claim') : 0;
-        if (skipped !== undefined)
-          this.log.warn(
-            { event: 'job.claim_error', err: coerceError(err).message, ...(skipped > 0 ? { repeated: skipped } : {}) },
-            'claim failed; retrying',
-          );
-        await this.waitForWake(onError.next());
-        continue;
-      }
-      if (this.stopping) {
-        // Claimed while the stop began: hand them straight back, attempt unspent.
-        this.slots.endClaim();
-        await releaseJobs(
-          this.opts.pool,
-          jobs.map((j) => ({ held: { id: j.id, leaseToken: j.leaseToken }, delayMs: 0 })),
-        ).catch(() => undefined);
-        break;
-      }
-      this.slots.endClaim();
-      for (const job of jobs) this.run(job);
-      // With two budgets, application jobs can fill theirs (jobs.workers) while the claim as a whole
-      // is short: more of them may be waiting, so a finished one claims again (see finish()).
-      if (plan.endpoints && plan.workers > 0) this.appsBound = jobs.filter((j) => j.endpoint === null).length >= plan.workers;
-      // A short claim means the queue is drained for us, unless new work was signalled meanwhile.
-      if (jobs.length < plan.total && this.freshGen === gen) {
-        this.lastClaimFull = false;
-        // Short because an endpoint used up its slots (not because the queue is empty): its next
-        // finished job frees a slot, and that is the moment to claim again.
-        this.slotBound = slotsUsedUp(plan.endpoints, jobs);
-        this.rateWait(plan, jobs);
-        // Held back by a cap, the capped endpoint's next finished job is what frees its work, but
-        // another endpoint's job may fall due before: look at the due index then too, at most every
-        // 250 ms (a capped endpoint is claimed again every few finished jobs).
-        if (!this.slotBound || Date.now() - this.dueReadAt >= 250) {
-          this.dueReadAt = Date.now();
-          try {
-            const due = await nextDueIn(this.opts.pool);
-            if (due !== null && due > 0) this.timers.due(due);
-          } catch {
-            // The poll covers it.
-          }
-        }
-      }
-    }
-  }
-
-  /**
-   * A rate-limited endpoint that got fewer jobs than it had slots may have run out of tokens, not
-   * of jobs: claim again when its next token is due (1/rate). One that got none may simply have no
-   * jobs, so its wait doubles each time up to the poll interval (new jobs send a NOTIFY anyway).
-   */
-  private rateWait(plan: ClaimPlan, jobs: readonly ClaimedJob[]): void {
-    const rates = plan.rates;
-    if (!rates || !plan.endpoints) return;
-    const got = new Map<string, number>();
-    for (const j of jobs) if (j.endpoint !== null) got.set(j.endpoint, (got.get(j.endpoint) ?? 0) + 1);
-    let wait = Infinity;
-    for (const [ep, rate] of rates) {
-      const offered = plan.endpoints.get(ep) ?? 0;
-      if (rate <= 0 || offered <= 0) continue;
-      const k = got.get(ep) ?? 0;
-      if (k >= offered) continue;
-      const idle = k > 0 ? 0 : Math.min(6, (this.rateIdle.get(ep) ?? 0) + 1);
-      this.rateIdle.set(ep, idle);
-      wait = Math.min(wait, Math.min(this.opts.pollMs, Math.max(5, 1000 / rate) * 2 ** Math.max(0, idle - 1)));
-    }
-    if (wait < Infinity) this.timers.due(wait);
-  }
-
-  /** Start a held job; `counted` when its endpoint slot was already taken by reserve(). */
-  private run(job: ClaimedJob, counted = false): void {
+  private run(job: ClaimedJob, counted = false, now = false): void {
     const entry: Running = { job, ctl: new AbortController(), leaseLost: false, shutdownAborted: false, expiresAt: job.leaseExpiresAt };
     // The same job under a new lease while an older run of it still goes on here: a dispatch redone
     // after a database crash lost its commit (same job id), or a job reaped and claimed again. The
@@ -346,8 +202,77 @@ export class WorkerPool {
     if (older) this.heartbeat.lose(older, 'the job was claimed again under a newer lease');
     this.byJobId.set(job.id, entry);
     this.running.set(job.leaseToken, entry);
-    if (!counted) this.slots.take(job.endpoint);
     this.log.debug({ event: 'job.claimed', job_id: job.id, type: job.type, attempt: job.attempts }, 'job claimed');
+    if (!counted && !now && job.endpoint !== null && !this.slots.canStart(job.endpoint)) {
+      const queue = this.waiting.get(job.endpoint);
+      if (queue) queue.push(entry);
+      else this.waiting.set(job.endpoint, [entry]);
+      this.waitingCount++;
+      this.slots.queue(job.endpoint);
+      return;
+    }
+    if (!counted) this.slots.take(job.endpoint);
+    this.launch(entry);
+  }
+
+  /** Start the deliveries claimed ahead that have a slot now, `first`'s endpoint before the others. */
+  private startWaiting(first: string | null): void {
+    if (this.waitingCount === 0 || this.stopping) return;
+    const rest = [...this.waiting.keys()].filter((e) => e !== first);
+    const order = first !== null && this.waiting.has(first) ? [first, ...rest] : rest;
+    const handBack: Running[] = [];
+    for (const ep of order) {
+      const queue = this.waiting.get(ep)!;
+      while (queue.length > 0) {
+        const head = queue[0]!;
+        if (head.leaseLost) {
+          // Reaped and taken by another process meanwhile: nothing to run, nothing to write.
+          this.unwait(queue.shift()!);
+          this.forget(head);
+          continue;
+        }
+        if (this.opts.held?.(ep)) {
+          // Its endpoint is held now (circuit open, paused): every delivery waiting for it goes back, unspent.
+          for (const e of queue.splice(0)) {
+            this.unwait(e);
+            handBack.push(e);
+          }
+          break;
+        }
+        if (!this.slots.canStart(ep)) break;
+        queue.shift();
+        this.unwait(head);
+        this.slots.take(ep);
+        this.launch(head);
+      }
+      if (queue.length === 0) this.waiting.delete(ep);
+    }
+    if (handBack.length > 0) this.handBack(handBack);
+  }
+
+  private unwait(entry: Running): void {
+    this.waitingCount--;
+    this.slots.dequeue(entry.job.endpoint!);
+  }
+
+  private forget(entry: Running): void {
+    if (this.running.get(entry.job.leaseToken) === entry) this.running.delete(entry.job.leaseToken);
+    if (this.byJobId.get(entry.job.id) === entry) this.byJobId.delete(entry.job.id);
+  }
+
+  /** Hand leased jobs that never started back to pending, attempt unspent (the reaper does it should this fail). */
+  private handBack(entries: readonly Running[]): void {
+    for (const e of entries) this.forget(e);
+    void releaseJobs(
+      this.opts.pool,
+      entries.map((e) => ({ leased: { id: e.job.id, leaseToken: e.job.leaseToken }, delayMs: 0 })),
+    ).catch(() => undefined);
+    this.claims.wake(true);
+  }
+
+  /** Run a job's handler on the slot it holds. */
+  private launch(entry: Running): void {
+    const { job } = entry;
     const handler = this.handlers[job.type];
     const started = handler
       ? Promise.resolve().then(() => handler(job, { signal: entry.ctl.signal, log: this.log }))
@@ -373,21 +298,14 @@ export class WorkerPool {
       // An observer's bug must not cost the outcome: it is written whatever happens here.
       this.log.error({ event: 'job.observer_error', job_id: job.id, err: coerceError(err).message }, 'outcome observer failed');
     }
-    if (job.endpoint === null && this.appsBound) {
-      // The last claim filled the application jobs' budget: the queue may hold more of them.
-      this.appsBound = false;
-      this.wake(true);
-    }
-    if (job.endpoint !== null) {
-      // A slot came back while the last claim was held back by slots: there may be work for it.
-      // Claim once a quarter of the endpoint's cap is free (or 2 ms after the first slot), so a
-      // capped endpoint is refilled in batches rather than one claim per finished job.
-      if (this.slotBound) this.refillSoon(job.endpoint);
-    }
+    // A slot came back: a delivery claimed ahead takes it at once, and the claim loop claims again
+    // if the last claim was bound by it.
+    this.startWaiting(job.endpoint);
+    this.claims.finished(job);
     let out = outcome;
     if ((entry.shutdownAborted || entry.leaseLost) && out.kind !== 'complete') {
       // Cut short by us (shutdown, or a lease we could no longer prove): hand it back without
-      // spending the attempt. If another worker really holds it now, the guarded write is a no-op.
+      // spending the attempt. If another worker really has it leased now, the guarded write is a no-op.
       out = {
         kind: 'release',
         delayMs: 0,
@@ -398,17 +316,7 @@ export class WorkerPool {
     const delayMs = outcomeDelay(this.opts.retry, job.attempts, out);
     this.flusher.push({ job, outcome: out, delayMs, leaseLost: entry.leaseLost });
     this.wake();
-    if (this.running.size === 0) for (const r of this.idle.splice(0)) r();
-  }
-
-  private refillSoon(endpoint: string): void {
-    const cap = this.slots.cap(endpoint);
-    const free = cap === undefined ? Infinity : cap - this.slots.used(endpoint);
-    this.timers.refill(free, cap, () => {
-      if (!this.slotBound) return;
-      this.slotBound = false;
-      this.wake(true);
-    });
+    if (this.inFlight === 0) for (const r of this.idle.splice(0)) r();
   }
 
   /**
@@ -418,10 +326,22 @@ export class WorkerPool {
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
-    this.wake();
-    this.timers.stop();
+    this.claims.halt();
     await this.listener?.close();
-    await this.loopDone;
+    await this.claims.ended;
+    // Deliveries claimed ahead never started: back to pending at once, attempt unspent.
+    const waiting = [...this.waiting.values()].flat();
+    this.waiting.clear();
+    for (const e of waiting) {
+      this.unwait(e);
+      this.forget(e);
+    }
+    if (waiting.length > 0) {
+      await releaseJobs(
+        this.opts.pool,
+        waiting.map((e) => ({ leased: { id: e.job.id, leaseToken: e.job.leaseToken }, delayMs: 0 })),
+      ).catch(() => undefined);
+    }
     if (this.running.size > 0) {
       const drained = new Promise<void>((r) => this.idle.push(r));
       let timer: NodeJS.Timeout | undefined;

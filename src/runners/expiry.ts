@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { raiseEndpointAlert } from '../admin/endpoint-alerts.js';
+import { raiseEndpointAlert } from '../endpoint-state/alerts.js';
 import { withTransaction } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import { expireHeldJobs, type ExpiredRow, type ExpiryCursor } from '../queue/transitions.js';
@@ -68,8 +68,8 @@ async function auditExpired(client: pg.ClientBase, rows: readonly ExpiredRow[]):
 /**
  * One expiry sweep (docs/operations.md#maximum-age), in one transaction: pending webhook jobs whose
  * series started more than max_age ago go dead ("endpoint unavailable") in statements of `batch`,
- * each with its audit row; then one `endpoint.expired` alert (one notification per admin) per
- * endpoint with the count, so an outage costs the admins one notification per endpoint per sweep,
+ * each with its audit row; then one `endpoint.expired` alert (one inbox message per admin) per
+ * endpoint with the count, so an outage costs the admins one inbox message per endpoint per sweep,
  * never one per job. Sweeps take turns on an advisory lock: one that finds it taken does nothing
  * (the other is doing the work), so two processes never alert twice for the same sweep's jobs.
  */

@@ -1,11 +1,13 @@
 import { Pool } from 'undici';
 import type { Endpoint } from '../config/index.js';
-import { SsrfGuard } from '../net/ssrf.js';
+import { SsrfGuard, type HostLookup } from '../net/ssrf.js';
 import { deliveryPoolOptions } from './send.js';
 
 export interface EndpointAgentsOptions {
   /** An endpoint's pool with no request for this long (and none in flight) is closed and dropped. Default 5 min. */
   idleMs?: number;
+  /** Resolves host names for the SSRF guard (tests inject one); default: the system resolver. */
+  lookup?: HostLookup | undefined;
 }
 
 interface Entry {
@@ -33,7 +35,7 @@ export class EndpointAgents {
   private readonly sweeper: NodeJS.Timeout;
   private closed = false;
 
-  constructor(opts: EndpointAgentsOptions = {}) {
+  constructor(private readonly opts: EndpointAgentsOptions = {}) {
     this.sweeper = setInterval(() => this.sweep(), opts.idleMs ?? 5 * 60_000);
     this.sweeper.unref();
   }
@@ -72,7 +74,7 @@ export class EndpointAgents {
     }
     if (old !== undefined) retire(old.pool);
     if (this.closed) throw new Error('EndpointAgents is closed');
-    const ssrf = guard === null ? undefined : new SsrfGuard({ allowNetworks: guard });
+    const ssrf = guard === null ? undefined : new SsrfGuard({ allowNetworks: guard, lookup: this.opts.lookup });
     const pool = new Pool(origin, deliveryPoolOptions(ep.max_in_flight, ep.connect_timeout, ssrf));
     const entry = { pool, url: ep.url, origin, connections: ep.max_in_flight, connectTimeout: ep.connect_timeout, guard, used: true };
     this.pools.set(ep.name, entry);

@@ -5,7 +5,7 @@ import { WEBHOOK_JOB } from './job.js';
 /**
  * The dead-letter safety net (docs/operations.md#dead-letter), run by the queue inside the transaction that
  * moved the jobs to dead and only for rows that transaction changed: one audit_log row per job,
- * one in-app notification per admin, and a NOTIFY on the alerts channel carrying the newest audit
+ * one inbox message per admin, and a NOTIFY on the alerts channel carrying the newest audit
  * id. The rows are the exactly-once record; the NOTIFY only wakes listeners.
  */
 function topicOf(j: DeadJob): string | null {

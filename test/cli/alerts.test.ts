@@ -1,15 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { raiseEndpointAlert, type EndpointAlertAction } from '../../src/admin/endpoint-alerts.js';
+import { raiseEndpointAlert, type EndpointAlertAction } from '../../src/endpoint-state/alerts.js';
 import { deadLetterHook } from '../../src/webhook/dead-letter.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-import { startProc, type Proc } from '../helpers/procs.js';
-import { BIN, jsonLines, runCli, type CliResult } from '../helpers/cli.js';
+import { jsonLines, runCliInProcess, startCliInProcess, type CliInProcess, type CliResult } from '../helpers/cli.js';
 
 const CHANNEL = 'public.acw_alerts';
 
 let db: TestDatabase;
-const procs: Proc[] = [];
+const procs: CliInProcess[] = [];
 beforeAll(async () => {
   db = await createTestDatabase();
 });
@@ -18,15 +17,15 @@ beforeEach(async () => {
   await db.pool.query('truncate notifications, audit_log, users cascade');
 });
 afterEach(async () => {
-  await Promise.all(procs.splice(0).map((p) => p.stop('SIGKILL')));
+  await Promise.all(procs.splice(0).map((p) => p.stop()));
 });
 
 async function cli(...args: string[]): Promise<CliResult> {
-  return runCli(args, { ...process.env, DATABASE_URL: db.url });
+  return runCliInProcess(args, { ...process.env, DATABASE_URL: db.url });
 }
 const lines = jsonLines;
 /** What a follower printed: its stdout JSON lines (stderr lines are not JSON). */
-const printed = (p: Proc) => p.lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+const printed = (p: CliInProcess) => p.lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
 
 const raise = (action: EndpointAlertAction, endpoint = 'crm') => raiseEndpointAlert(db.pool, CHANNEL, { action, endpoint, details: {} });
 
@@ -110,13 +109,10 @@ describe('acw-webhooks alerts --action', () => {
   it('--follow --action prints the backlog and new alerts of those actions only', async () => {
     const old = await raise('endpoint.circuit_opened', 'old');
     await raise('endpoint.expired');
-    const p = startProc(
-      process.execPath,
-      [BIN, 'alerts', '--follow', '--action', 'endpoint.circuit_opened', '--action', 'webhook.dead_letter'],
-      {
-        DATABASE_URL: db.url,
-      },
-    );
+    const p = startCliInProcess(['alerts', '--follow', '--action', 'endpoint.circuit_opened', '--action', 'webhook.dead_letter'], {
+      ...process.env,
+      DATABASE_URL: db.url,
+    });
     procs.push(p);
     await p.waitForLine(/"endpoint":"old"/);
     await raise('endpoint.circuit_closed');
@@ -131,6 +127,6 @@ describe('acw-webhooks alerts --action', () => {
       ['endpoint.circuit_opened', 'new'],
     ]);
     expect(printed(p).map((a) => a.id)).toEqual([old, expect.any(Number), last]);
-    expect(await p.stop('SIGTERM')).toBe(0);
+    expect(await p.stop()).toBe(0);
   });
 });

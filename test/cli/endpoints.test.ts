@@ -7,7 +7,7 @@ import { channels, quoteIdent } from '../../src/db/sql.js';
 import { rowCounts } from '../helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
-import { jsonLines, runCli, type CliResult } from '../helpers/cli.js';
+import { jsonLines, runCliInProcess, type CliResult } from '../helpers/cli.js';
 
 // `endpoints list|pause|resume` (docs/operations.md#pausing-an-endpoint): the same module as the API.
 
@@ -46,7 +46,7 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('truncate jobs, audit_log, endpoint_state cascade');
+  await db.pool.query('truncate job_queue, job_history, audit_log, endpoint_state cascade');
   notified.length = 0;
 });
 
@@ -58,7 +58,7 @@ async function cli(...args: string[]): Promise<CliResult> {
 }
 
 async function cliEnv(extra: Record<string, string>, ...args: string[]): Promise<CliResult> {
-  return runCli([...args, '-c', configPath], { ...process.env, DATABASE_URL: db.url, USER: 'tester', ...extra });
+  return runCliInProcess([...args, '-c', configPath], { ...process.env, DATABASE_URL: db.url, USER: 'tester', ...extra });
 }
 const lines = jsonLines;
 const counts = async () => ({

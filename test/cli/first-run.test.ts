@@ -1,27 +1,17 @@
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { BIN, runCliInProcess, type CliResult } from '../helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { startProc, type Proc } from '../helpers/procs.js';
 
 // What a new user tripped over (issue 11): secrets a command does not use, an unmigrated database, --listen in the logged config.
 
-const BIN = fileURLToPath(new URL('../../bin/acw-webhooks.js', import.meta.url));
-const run = promisify(execFile);
-
-async function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+/** A command run in this process, with the test run's environment less DATABASE_URL and WEBHOOK_SECRET, and `env`. */
+async function cli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
   const { DATABASE_URL: _ignored, WEBHOOK_SECRET: _unset, ...base } = process.env;
-  try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { env: { ...base, ...env }, timeout: 60_000 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code?: number; stdout?: string; stderr?: string };
-    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
-  }
+  return runCliInProcess(args, { ...base, ...env });
 }
 
 let dir: string;

@@ -5,29 +5,28 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { notify } from '../../src/outbox.js';
 import type { Service } from '../../src/service.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { BIN, startCliInProcess, type CliInProcess } from '../helpers/cli.js';
 import { waitFor } from '../helpers/logs.js';
-import { startProc, type Proc } from '../helpers/procs.js';
 import { startTestService } from '../helpers/service.js';
 
-const BIN = fileURLToPath(new URL('../../bin/acw-webhooks.js', import.meta.url));
 const run = promisify(execFile);
 const SECRET = 'r1ght-s3cret';
 const WRONG = 'wr0ng-s3cret';
 
 let dir: string;
 let db: TestDatabase;
-let strict: Proc;
-let lenient: Proc;
+let strict: CliInProcess;
+let lenient: CliInProcess;
 let svc: Service;
 
-async function startReceive(...extra: string[]): Promise<{ proc: Proc; url: string }> {
-  const proc = startProc(process.execPath, [BIN, 'receive', '--listen', '127.0.0.1:0', '--secret', SECRET, ...extra]);
+/** The receivers run in this process: what they print is the subject, not the process (test/cli/supervisor.test.ts signals one). */
+async function startReceive(...extra: string[]): Promise<{ proc: CliInProcess; url: string }> {
+  const proc = startCliInProcess(['receive', '--listen', '127.0.0.1:0', '--secret', SECRET, ...extra]);
   const line = await proc.waitForLine(/^listening on /);
   return { proc, url: line.replace(/^listening on /, '') };
 }
@@ -45,7 +44,7 @@ interface Line {
 }
 
 /** The JSON line receive printed for the delivery to `path`. */
-async function lineFor(p: Proc, path: string): Promise<Line> {
+async function lineFor(p: CliInProcess, path: string): Promise<Line> {
   const l = await p.waitForLine(new RegExp(`"path":"${path}"`), 15_000);
   return JSON.parse(l) as Line;
 }
@@ -68,7 +67,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await svc?.stop();
-  await Promise.all([strict?.stop('SIGTERM'), lenient?.stop('SIGTERM')]);
+  await Promise.all([strict?.stop(), lenient?.stop()]);
   await db.drop();
   rmSync(dir, { recursive: true, force: true });
 });

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertJob, rowCounts } from '../helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-import { runCli, type CliResult } from '../helpers/cli.js';
+import { runCliInProcess, type CliResult } from '../helpers/cli.js';
 
 let db: TestDatabase;
 let dir: string;
@@ -28,7 +28,7 @@ afterAll(async () => {
 
 async function cli(...args: string[]): Promise<CliResult> {
   // No CRM_SECRET: replay delivers nothing, so it runs without the endpoint's secret.
-  return runCli([...args, '-c', configPath], { ...process.env, DATABASE_URL: db.url, USER: 'tester' });
+  return runCliInProcess([...args, '-c', configPath], { ...process.env, DATABASE_URL: db.url, USER: 'tester' });
 }
 
 describe('endpoints replay', () => {

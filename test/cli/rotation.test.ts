@@ -4,8 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildHeaders } from '../../src/webhook/sign.js';
-import { startProc } from '../helpers/procs.js';
-import { BIN, runCli, type CliResult } from '../helpers/cli.js';
+import { runCliInProcess, startCliInProcess, type CliResult } from '../helpers/cli.js';
 
 const OLD = 'old-cli-secret-1111';
 const NEW = 'new-cli-secret-2222';
@@ -19,7 +18,7 @@ beforeAll(() => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 async function cli(...args: string[]): Promise<CliResult> {
-  return runCli(args, process.env);
+  return runCliInProcess(args, process.env);
 }
 
 const signed = (secret: string, secretNext?: string) =>
@@ -83,7 +82,7 @@ describe('verify with two secrets', () => {
 
 describe('receive with two secrets', () => {
   it('verifies deliveries signed during and after the overlap, and says which secret matched', async () => {
-    const proc = startProc(process.execPath, [BIN, 'receive', '--listen', '127.0.0.1:0', '--secret', OLD, '--secret', NEW]);
+    const proc = startCliInProcess(['receive', '--listen', '127.0.0.1:0', '--secret', OLD, '--secret', NEW]);
     try {
       const url = (await proc.waitForLine(/^listening on /)).replace(/^listening on /, '');
       for (const [path, headers] of [
@@ -101,7 +100,7 @@ describe('receive with two secrets', () => {
       expect(await line('/wrong')).toMatchObject({ verified: false, reason: 'signature_mismatch' });
       expect(proc.lines.join('\n')).not.toMatch(new RegExp(`${OLD}|${NEW}`));
     } finally {
-      await proc.stop('SIGTERM');
+      expect(await proc.stop()).toBe(0);
     }
   }, 60_000);
 });

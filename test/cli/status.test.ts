@@ -1,9 +1,6 @@
-import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import { NO_WORKER_WARNING } from '../../src/admin/processes.js';
@@ -12,11 +9,10 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
 import { startProc, type Proc } from '../helpers/procs.js';
 import { startTestService } from '../helpers/service.js';
+import { BIN, runCliInProcess } from '../helpers/cli.js';
 
-// `acw-webhooks status`, `db url` and notify's warning, through the built binary.
-
-const BIN = fileURLToPath(new URL('../../bin/acw-webhooks.js', import.meta.url));
-const run = promisify(execFile);
+// `acw-webhooks status`, `db url` and notify's warning, run in this process; the serve holding an
+// embedded server is a process of its own.
 
 let db: TestDatabase;
 let dir: string;
@@ -40,13 +36,7 @@ afterEach(async () => {
 
 async function cli(args: string[], env: Record<string, string> = { DATABASE_URL: db.url }) {
   const { DATABASE_URL: _ignored, ...base } = process.env;
-  try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { env: { ...base, ...env }, timeout: 60_000 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code?: number; stdout?: string; stderr?: string };
-    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
-  }
+  return runCliInProcess(args, { ...base, ...env });
 }
 const lines = (s: string) =>
   s

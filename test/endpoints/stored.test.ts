@@ -1,22 +1,21 @@
 // Endpoints managed at run time (docs/operations.md#endpoints-at-run-time): created, changed and
 // deleted through the API, live in every process within a second, against real PostgreSQL and a
 // real receiver.
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SecretBox } from '../../src/crypto/secret-box.js';
 import { EndpointNameClash } from '../../src/endpoints/registry.js';
-import type { SecretCodec } from '../../src/endpoints/store.js';
+import { codecOf } from '../../src/endpoints/store.js';
 import { notifyNow } from '../../src/notify/notify.js';
 import { verifyWebhook } from '../../src/verify.js';
 import { call, makeUser, rowCounts, startApi, type Api } from '../helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
-import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { startReceiver, type ReceivedRequest, type Receiver } from '../helpers/receiver.js';
 import { startTestService } from '../helpers/service.js';
 
-/** A stand-in for the encryption (tested on its own): reversible, and visibly not the plain secret. */
-const codec: SecretCodec = {
-  seal: (p) => `test:${Buffer.from(p).toString('hex')}`,
-  open: (s) => Buffer.from(s.slice(5), 'hex').toString(),
-};
+/** The real secret box, as the service uses it: a value sealed under the wrong context does not open. */
+const codec = codecOf(new SecretBox(randomBytes(32)))!;
 
 let db: TestDatabase;
 let rx: Receiver;
@@ -25,6 +24,12 @@ let admin: string;
 let viewer: string;
 let svcToken: string;
 let otherSvc: string;
+
+/** Whether `secret` made this one signature header of a delivery (the other left out). */
+function signedBy(secret: string, req: ReceivedRequest, header: 'x-acw-signature' | 'x-acw-signature-next'): boolean {
+  const { 'x-acw-signature-next': _next, ...headers } = req.headers;
+  return verifyWebhook({ secret, headers: { ...headers, 'x-acw-signature': req.headers[header] }, body: req.body });
+}
 
 const CONFIG = (rxUrl: string) => ({
   notify: {
@@ -110,9 +115,78 @@ describe('endpoints at run time', () => {
     await call(api.url, 'POST', '/v1/notify', { token: admin, body: { topic: 'live.b', data: {} } });
     await waitFor(() => rx.requests.some((r) => r.url === '/live-b'));
     const audit = await db.pool.query<{ details: { changed: Record<string, unknown> } }>(
-      `select details from audit_log where action = 'endpoint.updated' and target_id = 'live'`,
+      `select details from audit_log where action = 'endpoint.updated' and target_id = 'live' order by id`,
     );
     expect(Object.keys(audit.rows[0]!.details.changed).toSorted()).toEqual(['topics', 'url']);
+
+    // enabled: false holds it: no new job fans out to it, and one queued already waits.
+    const off = await call(api.url, 'PATCH', '/v1/endpoints/live', { token: admin, body: { enabled: false } });
+    expect([off.status, off.body.enabled]).toEqual([200, false]);
+    const skipped = await call(api.url, 'POST', '/v1/notify', { token: admin, body: { topic: 'live.b', data: { n: 'while off' } } });
+    expect([skipped.status, skipped.body.job_ids]).toEqual([202, []]);
+    const hits = () => rx.requests.filter((r) => r.url === '/live-b').length;
+    const delivered = hits();
+    const [queued] = await api.svc.enqueue([
+      { type: 'webhook.deliver', payload: { topic: 'live.b', body: '{"queued":"while off"}' }, maxAttempts: 3, endpoint: 'live' },
+    ]);
+    // A witness queued after it, for another endpoint, is delivered: the workers have gone past the held job.
+    const w = await call(api.url, 'POST', '/v1/endpoints', {
+      token: admin,
+      body: { name: 'witness', url: `${rx.url}/witness`, topics: ['witness.x'] },
+    });
+    expect(w.status).toBe(201);
+    await call(api.url, 'POST', '/v1/notify', { token: admin, body: { topic: 'witness.x', data: {} } });
+    await waitFor(() => rx.requests.some((r) => r.url === '/witness'));
+    const held = await db.pool.query<{ status: string; attempts: number }>(`select status, attempts from jobs where id = $1`, [queued]);
+    expect(held.rows[0]).toEqual({ status: 'pending', attempts: 0 });
+    expect(hits()).toBe(delivered);
+    // Enabled again: the queued job goes out at once.
+    const on = await call(api.url, 'PATCH', '/v1/endpoints/live', { token: admin, body: { enabled: true } });
+    expect([on.status, on.body.enabled]).toEqual([200, true]);
+    const [late] = await waitFor(() => {
+      const got = rx.requests.filter((r) => r.url === '/live-b').slice(delivered);
+      return got.length > 0 ? got : null;
+    });
+    expect(late!.body.toString()).toBe('{"queued":"while off"}');
+  });
+
+  it('a PATCH and a DELETE reach a second process without a restart', async () => {
+    const second = await startTestService(db, CONFIG(rx.url), { secretCodec: codec });
+    try {
+      const c = await call(api.url, 'POST', '/v1/endpoints', {
+        token: admin,
+        body: { name: 'roaming', url: `${rx.url}/roam-a`, topics: ['roam.a'], headers: { 'X-Roam': 'one' } },
+      });
+      expect(c.status).toBe(201);
+      await waitFor(() => second.svc.registry.byName.get('roaming')?.url === `${rx.url}/roam-a`);
+      // Changed in the first process (its API); the second sees it on the NOTIFY (or its next look).
+      const p = await call(api.url, 'PATCH', '/v1/endpoints/roaming', {
+        token: admin,
+        body: { url: `${rx.url}/roam-b`, topics: ['roam.b'], headers: { 'X-Roam': 'two' } },
+      });
+      expect(p.status).toBe(200);
+      const ep = await waitFor(() => {
+        const e = second.svc.registry.byName.get('roaming');
+        return e?.url === `${rx.url}/roam-b` ? e : null;
+      });
+      expect([ep.topics, ep.headers]).toEqual([['roam.b'], { 'X-Roam': 'two' }]);
+      // The second process fans out by what it knows now: the new topic, not the old one.
+      const notify = (topic: string) => notifyNow(second.svc.db.pool, { topic, data: {} }, 'test', second.svc.fanOutContext);
+      expect((await notify('roam.a')).body.job_ids).toEqual([]);
+      expect((await notify('roam.b')).body.job_ids).toHaveLength(1);
+      const [got] = await waitFor(() => {
+        const hits = rx.requests.filter((r) => r.url === '/roam-b');
+        return hits.length > 0 ? hits : null;
+      });
+      expect(got!.headers['x-roam']).toBe('two');
+
+      const d = await call(api.url, 'DELETE', '/v1/endpoints/roaming', { token: admin });
+      expect(d.status).toBe(200);
+      await waitFor(() => !second.svc.registry.byName.has('roaming'));
+      expect((await notify('roam.b')).body.job_ids).toEqual([]);
+    } finally {
+      await second.svc.stop();
+    }
   });
 
   it('a viewer reads without secrets and changes nothing', async () => {
@@ -282,5 +356,56 @@ describe('endpoints at run time', () => {
     const audit = await db.pool.query(`select details from audit_log where target_id = 'rot'`);
     expect(JSON.stringify(audit.rows)).not.toContain(fresh);
     expect(JSON.stringify(audit.rows)).not.toContain(old);
+  });
+
+  it('rotate-secret, after the overlap ends in a running process: the new secret signs alone, the old fails, a second rotation is accepted', async () => {
+    const old = 'expiry-old-secret-0123456789';
+    const c = await call(api.url, 'POST', '/v1/endpoints', {
+      token: admin,
+      body: { name: 'expiry', url: `${rx.url}/expiry`, topics: ['expiry.x'], secret: old },
+    });
+    expect(c.status).toBe(201);
+    const r = await call(api.url, 'POST', '/v1/endpoints/expiry/rotate-secret', { token: admin, body: { overlap: '1m' } });
+    expect(r.status).toBe(200);
+    const fresh = r.body.secret_next as string;
+    // The API's shortest overlap is a minute: the database's clock shortens this one to a second and a half.
+    const until = (
+      await db.pool.query<{ t: Date }>(
+        `update endpoints set rotate_until = now() + interval '1500 milliseconds', updated_at = clock_timestamp()
+         where name = 'expiry' returning rotate_until as t`,
+      )
+    ).rows[0]!.t.getTime();
+    const during = await waitFor(() => {
+      const e = api.svc.registry.byName.get('expiry');
+      return e?.rotate_until === until ? e : null;
+    });
+    const deliver = async (n: number) => {
+      await call(api.url, 'POST', '/v1/notify', { token: admin, body: { topic: 'expiry.x', data: { n } } });
+      return waitFor(() => rx.requests.find((q) => q.url === '/expiry' && JSON.parse(q.body.toString()).data.n === n));
+    };
+    // This process holds both secrets until then (deliveries in the overlap: the test above).
+    expect([during.secret, during.secret_next]).toEqual([old, fresh]);
+    // The overlap ends in this running process, with no re-read of the endpoint: the same object judges it.
+    await waitFor(() => Date.now() > until, 10_000, 50);
+    const after = await deliver(2);
+    expect(api.svc.registry.byName.get('expiry')).toBe(during);
+    expect(after.headers['x-acw-signature-next']).toBeUndefined();
+    expect(verifyWebhook({ secret: fresh, headers: after.headers, body: after.body })).toBe(true);
+    expect(verifyWebhook({ secret: old, headers: after.headers, body: after.body })).toBe(false);
+    const view = await call(api.url, 'GET', '/v1/endpoints/expiry', { token: admin });
+    expect(view.body.rotate_until).toBeNull();
+
+    // A second rotation is accepted now: the secret in force (the first rotation's) stays on, beside the next.
+    const second = await call(api.url, 'POST', '/v1/endpoints/expiry/rotate-secret', { token: admin, body: { overlap: '1h' } });
+    expect(second.status).toBe(200);
+    const newest = second.body.secret_next as string;
+    expect(newest).not.toBe(fresh);
+    const next = await deliver(3);
+    expect(next.headers['x-acw-signature-next']).toBeDefined();
+    expect([old, fresh, newest].map((k) => [signedBy(k, next, 'x-acw-signature'), signedBy(k, next, 'x-acw-signature-next')])).toEqual([
+      [false, false],
+      [true, false],
+      [false, true],
+    ]);
   });
 });

@@ -1,6 +1,9 @@
 // Secrets never leak (issue 18): the whole delivery path, the API, the CLI and /metrics run with
 // known secrets and tokens; every log line, API answer, CLI output and error, /metrics, audit row
-// and table row is collected, and none holds a secret in plain text, base64 or hex.
+// and table row (stored endpoints' header values included: they are sealed at rest) is collected,
+// and none holds a secret in plain text, base64 or hex. Every request and CLI run is checked to
+// have been answered as intended (the refusal it was meant to be, or a success): an early 401 or a
+// configuration failure would otherwise pass as "nothing leaked".
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,6 +26,8 @@ const S = {
   apiKey: rand('apikey'),
   urlPassword: rand('urlpass'),
   storedSecret: rand('storedsecret'),
+  patchedHeader: rand('patchedhdr'),
+  cliHeader: rand('clihdr'),
   rotatedSecret: rand('rotatedsecret'),
   refusedSecret: rand('refusedsecret'),
   adminToken: '',
@@ -74,6 +79,14 @@ const signatures = new Set<string>();
 
 const answer = (where: string, r: Res) => {
   seen.push([`${where} -> ${r.status}`, `${JSON.stringify([...r.headers])}\n${r.text}`]);
+  return r;
+};
+/** What each request and CLI run came to, against what it was meant to: [where, status or exit code, error code or field]. */
+const outcomes: Array<{ where: string; got: string; want: string }> = [];
+const expectAnswer = (where: string, r: Res, status: number, what = '') => {
+  answer(where, r);
+  const field = r.body?.error?.details?.field ?? '';
+  outcomes.push({ where, got: `${r.status} ${r.body?.error?.code ?? ''} ${what === '' ? '' : field}`, want: `${status} ${what}` });
   return r;
 };
 
@@ -172,6 +185,13 @@ describe('secrets never leak', () => {
         text: JSON.stringify({ ...rotated.body, secret_next: undefined }),
       });
 
+      // One with no rotation under way, for the CLI's refusal of a bad --secret below.
+      expectAnswer(
+        'POST /v1/endpoints no rotation',
+        await call(base, 'POST', '/v1/endpoints', { ...admin, body: { name: 'norot', url: `${rx.url}/norot`, topics: ['none.x'] } }),
+        201,
+      );
+
       // Deliveries: failing first (the echo), then delivered.
       for (let i = 0; i < 3; i++)
         answer(
@@ -186,47 +206,73 @@ describe('secrets never leak', () => {
       expect(signatures.size).toBeGreaterThan(0);
 
       // Refusals that carry a secret in the input: the error must not echo it.
-      answer(
+      expectAnswer(
         'POST /v1/endpoints bad url',
         await call(base, 'POST', '/v1/endpoints', {
           ...admin,
           body: { name: 'x', url: `http://u:${S.refusedSecret}@127.0.0.1/`, topics: ['*'] },
         }),
+        400,
+        'invalid_input url',
       );
-      answer(
+      expectAnswer(
         'POST /v1/endpoints bad secret',
         await call(base, 'POST', '/v1/endpoints', { ...admin, body: { name: 'x', url: rx.url, topics: ['*'], secret: [S.refusedSecret] } }),
+        400,
+        'invalid_input secret',
       );
-      answer(
+      expectAnswer(
         'POST /v1/endpoints bad header',
         await call(base, 'POST', '/v1/endpoints', {
           ...admin,
           body: { name: 'x', url: rx.url, topics: ['*'], headers: { 'Bad Header': S.refusedSecret } },
         }),
+        400,
+        'invalid_input headers.Bad Header',
       );
-      answer(
+      expectAnswer(
         'PATCH bad header',
         await call(base, 'PATCH', '/v1/endpoints/stored', { ...admin, body: { headers: { 'X-Api-Key': S.refusedSecret, Host: 'x' } } }),
+        400,
+        'invalid_input headers.Host',
       );
-      answer(
+      expectAnswer(
         'rotate-secret too long',
         await call(base, 'POST', '/v1/endpoints/stored/rotate-secret', { ...admin, body: { secret: S.refusedSecret.repeat(20) } }),
+        400,
+        'invalid_input secret',
       );
-      answer(
+      expectAnswer(
         'rotate-secret bad overlap',
         await call(base, 'POST', '/v1/endpoints/stored/rotate-secret', { ...admin, body: { secret: S.refusedSecret, overlap: '0s' } }),
+        400,
+        'invalid_input overlap',
       );
-      answer('wrong token', await call(base, 'GET', '/v1/jobs', { token: `${S.adminToken}x` }));
-      answer('viewer writes', await call(base, 'POST', '/v1/notify', { token: S.viewerToken, body: { topic: 'leak.x', data: {} } }));
-      answer(
+      expectAnswer('wrong token', await call(base, 'GET', '/v1/jobs', { token: `${S.adminToken}x` }), 401, 'unauthorized authorization');
+      expectAnswer(
+        'viewer writes',
+        await call(base, 'POST', '/v1/notify', { token: S.viewerToken, body: { topic: 'leak.x', data: {} } }),
+        403,
+        'forbidden',
+      );
+      expectAnswer(
         'malformed JSON with a secret',
         await call(base, 'POST', '/v1/endpoints', { ...admin, raw: `{"secret":"${S.refusedSecret}",` }),
+        400,
+        'invalid_json body',
+      );
+      // A header value changed (sealed again), through the API; the CLI changes one below.
+      expectAnswer(
+        'PATCH headers',
+        await call(base, 'PATCH', '/v1/endpoints/stored', { ...admin, body: { headers: { 'X-Api-Key': S.patchedHeader } } }),
+        200,
       );
 
       // Everything a reader can see.
-      const jobs = answer('GET /v1/jobs', await call(base, 'GET', '/v1/jobs?limit=500', admin));
+      const jobs = expectAnswer('GET /v1/jobs', await call(base, 'GET', '/v1/jobs?limit=500', admin), 200);
+      expect(jobs.body.items.length).toBeGreaterThan(0);
       for (const j of jobs.body.items as Array<{ id: string }>)
-        answer(`GET /v1/jobs/${j.id}`, await call(base, 'GET', `/v1/jobs/${j.id}`, admin));
+        expectAnswer(`GET /v1/jobs/${j.id}`, await call(base, 'GET', `/v1/jobs/${j.id}`, admin), 200);
       for (const path of [
         '/v1/endpoints',
         '/v1/endpoints/cfg',
@@ -237,9 +283,9 @@ describe('secrets never leak', () => {
         '/readyz',
         '/healthz',
       ])
-        answer(`GET ${path}`, await call(base, 'GET', path, admin));
-      answer('GET /v1/endpoints as a service', await call(base, 'GET', '/v1/endpoints', { token: S.serviceToken }));
-      answer('POST /v1/endpoints/cfg/test', await call(base, 'POST', '/v1/endpoints/cfg/test', admin));
+        expectAnswer(`GET ${path}`, await call(base, 'GET', path, admin), 200);
+      expectAnswer('GET /v1/endpoints as a service', await call(base, 'GET', '/v1/endpoints', { token: S.serviceToken }), 200);
+      expectAnswer('POST /v1/endpoints/cfg/test', await call(base, 'POST', '/v1/endpoints/cfg/test', admin), 202);
       // The dashboard's session and overview routes.
       for (const r of DASHBOARD_SESSION_ROUTES)
         answer(
@@ -248,33 +294,61 @@ describe('secrets never leak', () => {
         );
 
       // The CLI against the same database and configuration: output and errors.
-      const cli = async (argv: string[]) => {
+      // Each with its exit code (0 ok, 1 failure, 2 usage) and, for a refusal, the key its message names.
+      const cli = async (argv: string[], code: 0 | 1 | 2, names = '') => {
         const o = await runCliInProcess(argv, { ACW_CONFIG: configFile });
-        seen.push([`cli ${argv.join(' ')} -> ${o.code}`, `${o.stdout}\n${o.stderr}`]);
+        const where = `cli ${argv.join(' ')}`;
+        seen.push([`${where} -> ${o.code}`, `${o.stdout}\n${o.stderr}`]);
+        const text = `${o.stdout}${o.stderr}`;
+        const said = names === '' || text.includes(names) ? names : `(said: ${text.slice(0, 300)})`;
+        outcomes.push({ where, got: `exit ${o.code} ${said}`, want: `exit ${code} ${names}` });
         return o;
       };
-      expect((await cli(['config', 'check'])).code).toBe(0);
-      await cli(['jobs', 'list', '--limit', '500']);
-      for (const j of jobs.body.items as Array<{ id: string }>) await cli(['jobs', 'show', j.id]);
-      await cli(['endpoints', 'list']);
-      await cli(['endpoints', 'show', 'cfg']);
-      await cli(['endpoints', 'show', 'stored']);
-      await cli(['users', 'list']);
-      await cli(['alerts']);
-      await cli(['endpoints', 'update', 'stored', '--header', `Bad Header=${S.refusedSecret}`]);
-      await cli(['endpoints', 'add', 'x', '--url', `http://u:${S.refusedSecret}@127.0.0.1/`, '--topics', '*']);
-      await cli(['endpoints', 'rotate-secret', 'stored', '--secret', S.refusedSecret.repeat(20)]);
-      await cli(['verify', '--secret', S.configSecret, '--timestamp', '1', '--signature', 'sha256=00', '--body', 'x']);
-      await cli(['notify', 'leak.cli', '--data', `{"secret": ${JSON.stringify(S.refusedSecret)}`]);
+      await cli(['config', 'check'], 0);
+      expect(JSON.parse((await cli(['jobs', 'list', '--limit', '500'], 0)).stdout.split('\n')[0]!).id).toBeDefined();
+      for (const j of jobs.body.items as Array<{ id: string }>) await cli(['jobs', 'show', j.id], 0);
+      await cli(['endpoints', 'list'], 0);
+      await cli(['endpoints', 'show', 'cfg'], 0);
+      expect(JSON.parse((await cli(['endpoints', 'show', 'stored'], 0)).stdout).name).toBe('stored');
+      await cli(['users', 'list'], 0);
+      await cli(['alerts'], 0);
+      await cli(['endpoints', 'update', 'stored', '--header', `Bad Header=${S.refusedSecret}`], 2, 'headers.Bad Header');
+      await cli(['endpoints', 'add', 'x', '--url', `http://u:${S.refusedSecret}@127.0.0.1/`, '--topics', '*'], 2, 'url: ');
+      await cli(
+        ['endpoints', 'rotate-secret', 'norot', '--secret', `${S.refusedSecret} x`],
+        2,
+        'secret: expected printable characters without spaces',
+      );
+      await cli(
+        [
+          'verify',
+          '--secret',
+          S.configSecret,
+          '--timestamp',
+          String(Math.floor(Date.now() / 1000)),
+          '--signature',
+          `sha256=${'0'.repeat(64)}`,
+          '--body',
+          'x',
+        ],
+        1,
+        'signature_mismatch',
+      );
+      await cli(['notify', 'leak.cli', '--data', `{"secret": ${JSON.stringify(S.refusedSecret)}`], 2, '--data');
+      // A header value changed through the CLI (sealed with the key of the config file).
+      await cli(['endpoints', 'update', 'stored', '--header', `X-Api-Key=${S.cliHeader}`], 0);
+      expect(outcomes.filter((o) => o.got.trim() !== o.want.trim())).toEqual([]);
 
-      // Audit rows and every table's rows (endpoint secrets are stored sealed, tokens hashed).
+      // Audit rows and every table's rows (endpoint secrets and header values are stored sealed, tokens hashed).
       const tables = await db.pool.query<{ name: string }>(`select tablename as name from pg_tables where schemaname = 'public'`);
+      expect(tables.rows.map((t) => t.name)).toContain('endpoints');
       for (const { name } of tables.rows) {
-        // Known and left alone (see the report of issue 18): a stored endpoint's extra headers are kept as given,
-        // not sealed like its secret; no answer shows them.
-        const rows = await db.pool.query(name === 'endpoints' ? `select *, null as headers from "${name}"` : `select * from "${name}"`);
+        const rows = await db.pool.query(`select * from "${name}"`);
         seen.push([`table ${name}`, JSON.stringify(rows.rows)]);
       }
+      // The CLI's header reached the row (sealed): the scan above had it to look at.
+      const stored = await db.pool.query<{ headers: Record<string, string> }>(`select headers from endpoints where name = 'stored'`);
+      expect(Object.keys(stored.rows[0]!.headers)).toEqual(['X-Api-Key']);
       const logs = rawLogs();
       expect(logs.split('\n').length).toBeGreaterThan(20);
       seen.push(['log', logs]);

@@ -1,7 +1,7 @@
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ALERT_ACTIONS } from '../../src/admin/alerts.js';
-import { raiseEndpointAlert, type EndpointAlertAction } from '../../src/admin/endpoint-alerts.js';
+import { raiseEndpointAlert, type EndpointAlertAction } from '../../src/endpoint-state/alerts.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
@@ -24,7 +24,9 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('truncate jobs, webhook_attempts, events, notifications, audit_log, users cascade');
+  await db.pool.query(
+    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events, notifications, audit_log, users cascade',
+  );
   viewer = await makeUser(db.pool, 'watcher', 'viewer');
   service = await makeUser(db.pool, 'billing', 'service');
   await makeUser(db.pool, 'ops', 'admin');

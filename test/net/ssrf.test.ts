@@ -1,8 +1,10 @@
 // The SSRF guard (docs/operations.md#ssrf-guard): every range that is not global unicast, as IP
 // literals (v4, v6, IPv4-mapped, decimal and hex forms through the URL parser), as host names that
 // resolve to them (an injected lookup), the allow list, and connections pinned to the checked address.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Pool } from 'undici';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ApiError } from '../../src/errors.js';
 import { blockedRange, BlockedAddressError, MAX_URL_LENGTH, parseCidr, SsrfGuard, type HostLookup } from '../../src/net/ssrf.js';
 import { classifyError } from '../../src/webhook/classify.js';
@@ -204,6 +206,45 @@ describe('checkUrl', () => {
     await expect(g.checkUrlResolved('https://ok.test/h')).resolves.toBeInstanceOf(URL);
     await expect(g.checkUrlResolved('https://nowhere.test/h')).resolves.toBeInstanceOf(URL);
   });
+
+  describe('a resolver that does not answer', () => {
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    it('checkUrlResolved waits 2 s for it, then lets the name through (every connection checks it again)', async () => {
+      vi.useFakeTimers();
+      let asked = 0;
+      // Never settles: a DNS zone that does not answer.
+      const g = new SsrfGuard({
+        lookup: () => {
+          asked++;
+          return new Promise(() => undefined);
+        },
+      });
+      let settled: URL | Error | undefined;
+      g.checkUrlResolved('https://slow.test/h').then(
+        (u) => (settled = u),
+        (e: Error) => (settled = e),
+      );
+      await vi.advanceTimersByTimeAsync(1_999);
+      expect({ asked, settled }).toEqual({ asked: 1, settled: undefined });
+      await vi.advanceTimersByTimeAsync(1);
+      expect(settled).toBeInstanceOf(URL);
+      expect((settled as URL).hostname).toBe('slow.test');
+      // The timer is cleared with the answer: nothing left pending for the event loop.
+      expect(vi.getTimerCount()).toBe(0);
+    });
+
+    it('an answer within the 2 s is still checked: a blocked one is refused, and its timer cleared', async () => {
+      vi.useFakeTimers();
+      const g = new SsrfGuard({ lookup: () => new Promise((r) => setTimeout(r, 1_500, [{ address: '10.0.0.1', family: 4 }])) });
+      const check = g.checkUrlResolved('https://late.test/h').catch((e: unknown) => e);
+      await vi.advanceTimersByTimeAsync(1_500);
+      expect(await check).toMatchObject({ status: 400, details: { field: 'url', range: 'private (RFC 1918)' } });
+      expect(vi.getTimerCount()).toBe(0);
+    });
+  });
 });
 
 const lookupVia = (guard: SsrfGuard, host: string, all: boolean) =>
@@ -330,5 +371,55 @@ describe('pinned connections (a real receiver on 127.0.0.1)', () => {
     answer = '127.0.0.1';
     const { outcome } = await post(`http://rebind.test:${port}/`, guard);
     expect(outcome).toMatchObject({ kind: 'permanent', errorKind: 'blocked_address' });
+  });
+
+  it('an IPv4-mapped literal ([::ffff:127.0.0.1]) is checked as the IPv4 address it carries at connect', async () => {
+    const port = new URL(receiver.url).port;
+    const before = receiver.requests.length;
+    // The URL parser writes it ::ffff:7f00:1; net.connect would reach 127.0.0.1 through it.
+    const refused = await post(`http://[::ffff:127.0.0.1]:${port}/m`, new SsrfGuard());
+    expect(refused.outcome).toMatchObject({ kind: 'permanent', errorKind: 'blocked_address' });
+    expect(refused.outcome.kind !== 'delivered' && refused.outcome.message).toContain('::ffff:7f00:1 is in IPv4-mapped loopback');
+    expect(receiver.requests.length).toBe(before);
+    const sent = await post(`http://[::ffff:127.0.0.1]:${port}/m`, new SsrfGuard({ allowNetworks: ['127.0.0.0/8'] }));
+    expect(sent.outcome).toEqual({ kind: 'delivered', status: 200 });
+    expect(receiver.requests.slice(before).map((r) => r.url)).toEqual(['/m']);
+  });
+});
+
+describe('IPv6 literals at the connector (a real receiver on ::1)', () => {
+  let server: Server;
+  let port: number;
+  const got: string[] = [];
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      got.push(req.url ?? '');
+      req.resume();
+      req.on('end', () => res.end('ok'));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '::1', resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+
+  // net.connect never calls the lookup for an IP literal: only the connector's own check stands here.
+  it('refuses http://[::1]:port/ with nothing allowed, naming the range, and sends nothing', async () => {
+    const before = got.length;
+    const { outcome } = await post(`http://[::1]:${port}/v6`, new SsrfGuard());
+    expect(outcome).toMatchObject({ kind: 'permanent', errorKind: 'blocked_address' });
+    expect(outcome.kind !== 'delivered' && outcome.message).toContain('::1 is in loopback ::1/128');
+    expect(got.length).toBe(before);
+  });
+
+  it('delivers to http://[::1]:port/ once allow_networks opens ::1/128, and not for 127.0.0.0/8 alone', async () => {
+    const v4Only = await post(`http://[::1]:${port}/v6`, new SsrfGuard({ allowNetworks: ['127.0.0.0/8'] }));
+    expect(v4Only.outcome).toMatchObject({ kind: 'permanent', errorKind: 'blocked_address' });
+    const before = got.length;
+    const sent = await post(`http://[::1]:${port}/v6-open`, new SsrfGuard({ allowNetworks: ['::1/128'] }));
+    expect(sent.outcome).toEqual({ kind: 'delivered', status: 200 });
+    expect(got.slice(before)).toEqual(['/v6-open']);
   });
 });

@@ -75,17 +75,17 @@ describe('Handover accounting', () => {
     );
     const h = new Handover(adopter);
     const jobs = [job('a1', 'a'), job('a2', 'a'), job('b1', 'b'), job(undefined, 'b'), job('b2', 'b', 5_000), job('b3', 'b')];
-    expect(h.hold(jobs)).toEqual({ workerId: 'w-test', leaseMs: 30_000, ids: new Set(['a1', 'b1', 'b3']) });
+    expect(h.reserve(jobs)).toEqual({ workerId: 'w-test', leaseMs: 30_000, ids: new Set(['a1', 'b1', 'b3']) });
     // Neither the job without an id nor the delayed one asks for a slot.
     expect(adopter.reserved).toEqual(['webhook.deliver:a', 'webhook.deliver:a', 'webhook.deliver:b', 'webhook.deliver:b']);
     expect(adopter.used()).toEqual({ a: 1, b: 2 });
   });
 
   it('holds nothing without an adopter or when the adopter has no room', () => {
-    expect(new Handover(null).hold([job('a1', 'a')])).toBeUndefined();
+    expect(new Handover(null).reserve([job('a1', 'a')])).toBeUndefined();
     const full = new FakeAdopter(new Map());
     const h = new Handover(full);
-    expect(h.hold([job('a1', 'a'), job('n1', null)])).toBeUndefined();
+    expect(h.reserve([job('a1', 'a'), job('n1', null)])).toBeUndefined();
     expect(full.used()).toEqual({});
   });
 
@@ -99,7 +99,7 @@ describe('Handover accounting', () => {
     );
     const h = new Handover(adopter);
     const jobs = [job('a1', 'a'), job('a2', 'a'), job('a3', 'a'), job('b1', 'b'), job('n1', null)];
-    h.hold(jobs);
+    h.reserve(jobs);
     expect(adopter.used()).toEqual({ a: 3, b: 1, null: 1 });
     // Two of a's three jobs existed already (skipExisting), so no row was inserted for them.
     h.inserted([claimed(jobs[0]!), claimed(jobs[3]!), claimed(jobs[4]!)]);
@@ -118,7 +118,7 @@ describe('Handover accounting', () => {
     const adopter = new FakeAdopter(new Map([['a', 2]]));
     const h = new Handover(adopter);
     const jobs = [job('a1', 'a'), job('a2', 'a')];
-    h.hold(jobs);
+    h.reserve(jobs);
     h.inserted(jobs.map(claimed));
     await h.commit();
     expect(adopter.adopted).toEqual([['a1', 'a2']]);
@@ -135,7 +135,7 @@ describe('Handover accounting', () => {
     );
     const h = new Handover(adopter);
     const jobs = [job('a1', 'a'), job('a2', 'a'), job('b1', 'b')];
-    h.hold(jobs);
+    h.reserve(jobs);
     h.inserted([claimed(jobs[0]!), claimed(jobs[2]!)]);
     h.rollback();
     expect(adopter.unreserved.map((e) => e.toSorted())).toEqual([['a', 'a', 'b']]);

@@ -13,7 +13,7 @@ beforeAll(async () => {
 });
 afterAll(async () => db.drop());
 beforeEach(async () => {
-  await db.pool.query('truncate jobs, webhook_attempts');
+  await db.pool.query('truncate job_queue, job_history, job_counts, job_attempts, delivery_stats');
 });
 
 const CH = 'public.acw_jobs';
@@ -71,25 +71,25 @@ describe('queue store', () => {
     const [b] = await claimJobs(db.pool, { workerId: 'same-process', limit: 1, leaseMs: 30_000 });
     expect(b!.id).toBe(a!.id);
     const att = { attempt: 1, endpoint: null, statusCode: 200, errorKind: null, error: null, durationMs: 5, responseBody: 'ok' };
-    const stale = await completeJobs(db.pool, [{ held: { id: a!.id, leaseToken: a!.leaseToken }, attempt: att }]);
+    const stale = await completeJobs(db.pool, [{ leased: { id: a!.id, leaseToken: a!.leaseToken }, attempt: att }]);
     expect(stale.size).toBe(0);
-    const staleFail = await failJobs(db.pool, [{ held: a!, error: 'x', dead: true, reason: 'permanent', delayMs: 0 }]);
+    const staleFail = await failJobs(db.pool, [{ leased: a!, error: 'x', dead: true, reason: 'permanent', delayMs: 0 }]);
     expect(staleFail.changed.size).toBe(0);
-    expect(await releaseJobs(db.pool, [{ held: a!, delayMs: 0 }])).toEqual(new Set());
+    expect(await releaseJobs(db.pool, [{ leased: a!, delayMs: 0 }])).toEqual(new Set());
     expect((await renewLeases(db.pool, [a!], 1000)).size).toBe(0);
     const row = (await db.pool.query('select status, attempts, lease_token from jobs')).rows[0];
     expect(row).toMatchObject({ status: 'running', attempts: 2, lease_token: b!.leaseToken });
     const atts = (await db.pool.query('select lease_lost from webhook_attempts')).rows;
     expect(atts).toEqual([{ lease_lost: true }]);
-    expect((await completeJobs(db.pool, [{ held: b!, attempt: { ...att, attempt: 2 } }])).has(b!.id)).toBe(true);
+    expect((await completeJobs(db.pool, [{ leased: b!, attempt: { ...att, attempt: 2 } }])).has(b!.id)).toBe(true);
   });
 
   it('writing the same outcome twice (a retried write) adds no second attempt row', async () => {
     await enqueueJobs(db.pool, [job(1)], CH);
     const [a] = await claimJobs(db.pool, { workerId: 'w', limit: 1, leaseMs: 30_000 });
     const att = { attempt: 1, endpoint: 'default', statusCode: 200, errorKind: null, error: null, durationMs: 3, responseBody: '' };
-    expect((await completeJobs(db.pool, [{ held: a!, attempt: att }])).size).toBe(1);
-    expect((await completeJobs(db.pool, [{ held: a!, attempt: att }])).size).toBe(0);
+    expect((await completeJobs(db.pool, [{ leased: a!, attempt: att }])).size).toBe(1);
+    expect((await completeJobs(db.pool, [{ leased: a!, attempt: att }])).size).toBe(0);
     expect((await db.pool.query('select attempt, lease_lost from webhook_attempts')).rows).toEqual([{ attempt: 1, lease_lost: false }]);
   });
 
@@ -98,7 +98,7 @@ describe('queue store', () => {
     const dead: DeadJob[] = [];
     const hook = async (_c: unknown, jobs: DeadJob[]) => void dead.push(...jobs);
     const [a] = await claimJobs(db.pool, { workerId: 'w', limit: 1, leaseMs: 30_000 });
-    const r1 = await failJobs(db.pool, [{ held: a!, error: 'boom', dead: false, reason: 'max_attempts', delayMs: 5_000 }], hook);
+    const r1 = await failJobs(db.pool, [{ leased: a!, error: 'boom', dead: false, reason: 'max_attempts', delayMs: 5_000 }], hook);
     expect(r1.changed.get(a!.id)?.status).toBe('pending');
     // Measured from the write itself (updated_at), not from when this query happens to run.
     const { rows } = await db.pool.query(`select extract(epoch from run_at - updated_at) * 1000 as ms, last_error from jobs`);
@@ -107,10 +107,10 @@ describe('queue store', () => {
     await db.pool.query('update jobs set run_at = now()');
     const [b] = await claimJobs(db.pool, { workerId: 'w', limit: 1, leaseMs: 30_000 });
     expect(b!.attempts).toBe(2);
-    const r2 = await failJobs(db.pool, [{ held: b!, error: 'boom again', dead: false, reason: 'max_attempts', delayMs: 5_000 }], hook);
+    const r2 = await failJobs(db.pool, [{ leased: b!, error: 'boom again', dead: false, reason: 'max_attempts', delayMs: 5_000 }], hook);
     expect(r2.changed.get(b!.id)?.status).toBe('dead');
     // Writing the same outcome again (a retried write) changes nothing and fires nothing.
-    await failJobs(db.pool, [{ held: b!, error: 'boom again', dead: false, reason: 'max_attempts', delayMs: 5_000 }], hook);
+    await failJobs(db.pool, [{ leased: b!, error: 'boom again', dead: false, reason: 'max_attempts', delayMs: 5_000 }], hook);
     expect(dead).toHaveLength(1);
     expect(dead[0]).toMatchObject({ id: b!.id, reason: 'max_attempts', lastError: 'boom again', attempts: 2 });
   });
@@ -121,7 +121,7 @@ describe('queue store', () => {
     const [a] = await claimJobs(db.pool, { workerId: 'w', limit: 1, leaseMs: 30_000 });
     await failJobs(
       db.pool,
-      [{ held: a!, error: '410 gone', dead: true, reason: 'permanent', delayMs: 0 }],
+      [{ leased: a!, error: '410 gone', dead: true, reason: 'permanent', delayMs: 0 }],
       async (_c, j) => void dead.push(...j),
     );
     expect(dead.map((d) => [d.id, d.reason])).toEqual([[a!.id, 'permanent']]);
@@ -132,7 +132,7 @@ describe('queue store', () => {
     await enqueueJobs(db.pool, [job(1)], CH);
     const [a] = await claimJobs(db.pool, { workerId: 'w', limit: 1, leaseMs: 30_000 });
     await expect(
-      failJobs(db.pool, [{ held: a!, error: 'x', dead: true, reason: 'permanent', delayMs: 0 }], async () => {
+      failJobs(db.pool, [{ leased: a!, error: 'x', dead: true, reason: 'permanent', delayMs: 0 }], async () => {
         throw new Error('hook failed');
       }),
     ).rejects.toThrow('hook failed');
@@ -142,7 +142,7 @@ describe('queue store', () => {
   it('release hands a job back without spending its attempt', async () => {
     await enqueueJobs(db.pool, [job(1)], CH);
     const [a] = await claimJobs(db.pool, { workerId: 'w', limit: 1, leaseMs: 30_000 });
-    expect((await releaseJobs(db.pool, [{ held: a!, delayMs: 0, park: 'unknown', error: 'endpoint unknown' }])).size).toBe(1);
+    expect((await releaseJobs(db.pool, [{ leased: a!, delayMs: 0, park: 'unknown', error: 'endpoint unknown' }])).size).toBe(1);
     const row = (await db.pool.query('select status, attempts, parked_since is not null as parked, locked_by from jobs')).rows[0];
     expect(row).toEqual({ status: 'pending', attempts: 0, parked: true, locked_by: null });
   });

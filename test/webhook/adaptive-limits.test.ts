@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { Endpoint } from '../../src/config/index.js';
 import type { AttemptRecord, JobOutcome } from '../../src/queue/types.js';
-import { AdaptiveLimits, congestionSignal } from '../../src/webhook/adaptive-limits.js';
+import { AdaptiveLimits } from '../../src/endpoint-state/adaptive-limits.js';
+import { congestionSignal } from '../../src/endpoint-state/signals.js';
 
 const ep = (over: Partial<Endpoint> = {}): Endpoint => ({
   name: 'hooks',

@@ -1,6 +1,9 @@
 // The SSRF guard in a running service (docs/operations.md#ssrf-guard): a config endpoint with
-// `ssrf_guard: true` pointed at a receiver on 127.0.0.1 goes dead at once, naming loopback, and is
-// delivered once notify.webhook.allow_networks opens 127.0.0.0/8.
+// `ssrf_guard: true` pointed at a receiver on 127.0.0.1 (or on ::1, by an IPv6 literal) goes dead at
+// once, naming loopback, and is delivered once notify.webhook.allow_networks opens the range.
+// Endpoints created through the API: ssrf-delivery-stored.test.ts.
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { notifyNow } from '../../src/notify/notify.js';
 import type { Service } from '../../src/service.js';
@@ -17,7 +20,9 @@ beforeAll(async () => {
 });
 afterAll(async () => db.drop());
 beforeEach(async () => {
-  await db.pool.query('truncate jobs, webhook_attempts, events, notifications, audit_log, users, runner_state cascade');
+  await db.pool.query(
+    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events, notifications, audit_log, users, runner_state cascade',
+  );
   rx = await startReceiver();
 });
 afterEach(async () => {
@@ -78,5 +83,47 @@ describe('ssrf_guard on a config endpoint', () => {
     const id = await send(svc);
     await waitStatus(id, 'completed');
     expect(rx.requests).toHaveLength(1);
+  });
+
+  describe('an IPv6 literal (http://[::1]:port/, a receiver on ::1)', () => {
+    const got: string[] = [];
+    let v6url = '';
+    const server = createServer((req, res) => {
+      got.push(req.url ?? '');
+      req.resume();
+      req.on('end', () => res.end('ok'));
+    });
+    beforeAll(async () => {
+      await new Promise<void>((resolve) => server.listen(0, '::1', resolve));
+      v6url = `http://[::1]:${(server.address() as AddressInfo).port}`;
+    });
+    afterAll(async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    });
+
+    // The connector's own check: net.connect never calls the guard's lookup for an IP literal.
+    it('is refused with nothing allowed: dead after one attempt, blocked_address naming ::1/128, nothing sent', async () => {
+      const { svc } = await service({ url: `${v6url}/v6` });
+      const id = await send(svc);
+      await waitStatus(id, 'dead');
+      const att = await attempts(id);
+      expect(att).toHaveLength(1);
+      expect(att[0]).toMatchObject({ status_code: null, error_kind: 'blocked_address' });
+      expect(att[0].error).toContain('::1 is in loopback ::1/128');
+      expect(got).toEqual([]);
+    });
+
+    it('is delivered once allow_networks opens ::1/128 (127.0.0.0/8 alone does not)', async () => {
+      const v4 = await service({ url: `${v6url}/v4-only` }, { allow_networks: ['127.0.0.0/8'] });
+      const refused = await send(v4.svc);
+      await waitStatus(refused, 'dead');
+      expect((await attempts(refused))[0]).toMatchObject({ error_kind: 'blocked_address' });
+      await Promise.all(services.splice(0).map((s) => s.stop()));
+      const { svc } = await service({ url: `${v6url}/v6` }, { allow_networks: ['::1/128'] });
+      const id = await send(svc);
+      await waitStatus(id, 'completed');
+      expect(got).toEqual(['/v6']);
+    });
   });
 });

@@ -1,18 +1,7 @@
 import type { Command } from 'commander';
-import { resolveEndpoints } from '../../config/index.js';
-import { channels } from '../../db/sql.js';
-import { notifyInput } from '../../notify/input.js';
-import { notifyNow } from '../../notify/notify.js';
-import { NO_WORKER_WARNING, workerSeen } from '../../admin/processes.js';
-import { EXIT, ExitError, printJson, readArg, readConfig, withDatabase, type GlobalOptions } from '../context.js';
+import { lazy, type CliRun } from '../lazy.js';
 
-interface NotifyOptions extends GlobalOptions {
-  data: string;
-  recipients?: string;
-  idempotencyKey?: string;
-}
-
-export function registerNotify(program: Command): void {
+export function registerNotify(program: Command, run: CliRun): void {
   program
     .command('notify')
     .description('record an event and dispatch it at once (whitelist, webhook jobs, in-app notifications)')
@@ -21,47 +10,5 @@ export function registerNotify(program: Command): void {
     .option('--recipients <names>', 'comma-separated user names that get an in-app notification')
     .option('--idempotency-key <key>', 'the same key again answers with the first event and writes nothing')
     .option('-c, --config <file>', 'config file')
-    .action(async (topic: string, o: NotifyOptions) => {
-      // It writes the jobs; the workers that send them sign with their own config's secrets.
-      const config = readConfig(o, { needSecrets: false });
-      const text = await readArg(o.data);
-      let data: unknown;
-      try {
-        data = JSON.parse(text);
-      } catch (err) {
-        throw new ExitError(EXIT.usage, `--data: not valid JSON: ${(err as Error).message}`);
-      }
-      const parsed = notifyInput.safeParse({
-        topic,
-        data,
-        ...(o.recipients
-          ? {
-              recipients: o.recipients
-                .split(',')
-                .map((s) => s.trim())
-                .filter(Boolean),
-            }
-          : {}),
-        ...(o.idempotencyKey ? { idempotency_key: o.idempotencyKey } : {}),
-      });
-      if (!parsed.success) {
-        throw new ExitError(EXIT.usage, parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('\n'));
-      }
-      await withDatabase(config, async (db, log) => {
-        const endpoints = resolveEndpoints(config);
-        // A refusal (unknown recipient, idempotency conflict) becomes its exit code in main.
-        const ans = await notifyNow(db.pool, parsed.data, 'cli', {
-          endpoints: () => endpoints,
-          webhooksEnabled: () => config.notify.webhook.enabled,
-          maxAttempts: config.jobs.max_attempts,
-          jobsChannel: channels(config.database.schema).jobs,
-          log,
-        });
-        // Nothing running to deliver it is the usual first-run surprise: said on stderr and in the answer, as POST /v1/notify does.
-        const seen = await workerSeen(db.pool).catch(() => true);
-        if (!seen) process.stderr.write(`warning: ${NO_WORKER_WARNING}\n`);
-        // The answer as POST /v1/notify gives it: replayed when an idempotency key given before answers again.
-        printJson({ ...ans.body, replayed: ans.status === 200, ...(seen ? {} : { warning: NO_WORKER_WARNING }) });
-      });
-    });
+    .action(lazy(run, () => import('../actions/notify.js'), 'notify'));
 }

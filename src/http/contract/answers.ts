@@ -11,7 +11,7 @@
 import { z } from 'zod';
 import { JOB_STATUSES } from '../../admin/job-view.js';
 import { ALERT_ACTIONS } from '../../admin/alerts.js';
-import type { CircuitState } from '../../admin/endpoint-state.js';
+import type { CircuitState } from '../../endpoint-state/types.js';
 import { REPLAY_STATUSES } from '../../admin/replay.js';
 import { SCHEMES } from '../../config/schema.js';
 import type { JobStatus } from '../../queue/types.js';

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { pauseEndpoint, resumeEndpoint, type EndpointStateContext } from '../../admin/endpoint-state.js';
-import { endpointHealth, endpointView, testEndpoint, type LocalDeliveries } from '../../admin/endpoints.js';
+import { testEndpoint } from '../../admin/test-delivery.js';
+import { endpointHealth, endpointView, type LocalDeliveries } from '../../endpoint-state/health.js';
+import { pauseEndpoint, resumeEndpoint, type EndpointStateContext } from '../../endpoint-state/operator.js';
 import type { Service } from '../../service.js';
 import {
   createStoredEndpoint,

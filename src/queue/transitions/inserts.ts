@@ -1,10 +1,10 @@
 import type { Queryable } from '../../db/pool.js';
-import { toHeldJob, type InsertRow } from '../job-rows.js';
+import { toLeasedJob, type InsertRow } from '../job-rows.js';
 import type { ClaimedJob, NewJob } from '../types.js';
-import type { HoldOptions, InsertedJobs } from '../transition-types.js';
+import type { InsertedJobs, LeaseOptions } from '../transition-types.js';
 
-// Inserts: new jobs, pending or held as running by the process that made them (the module's
-// rules: ../transitions.ts).
+// Inserts: new jobs, pending, or running under a lease of the process that made them (the
+// module's rules: ../transitions.ts).
 
 /**
  * Insert many jobs in one statement, with one constant-payload NOTIFY for the lot (delivered at
@@ -15,16 +15,17 @@ export async function enqueueJobs(db: Queryable, jobs: readonly NewJob[], channe
 }
 
 /**
- * Insert: -> pending, or -> running for the jobs named in `hold` (insert as running: claim on
- * dispatch), with a fresh lease for `hold.workerId` (one attempt spent, as a claim would): the
+ * Insert: -> pending, or -> running for the jobs named in `lease` (insert as running: claim on
+ * dispatch), with a fresh lease for `lease.workerId` (one attempt spent, as a claim would): the
  * caller hands them to its worker pool after commit, which saves a claim and a NOTIFY hop per job. Should the process die first, the
  * reaper hands them back when the lease runs out, as after any claim. The NOTIFY goes out only
  * when a job is pending. Leases run from the insert itself (clock_timestamp), not from the start
  * of a transaction that may have run for a while.
  *
- * With `skipExisting`, a job whose id exists already is left as it is and not returned (a webhook
- * job's id is fixed by its event and endpoint, and an event dispatched again must not fail its
- * batch). Without it such a job fails the statement (unique violation on jobs_pkey, see
+ * With `skipExisting`, a job whose id exists already, live or in history, is left as it is and not
+ * returned (a webhook job's id is fixed by its event and endpoint, and an event dispatched again
+ * must not fail its batch, nor send a finished job again). Without it a live job of that id fails
+ * the statement (unique violation on job_queue_pkey, see
  * isExistingJob): the check costs a speculative insertion per row, so the hot path goes without it
  * and retries with it.
  */
@@ -32,17 +33,17 @@ export async function insertJobs(
   db: Queryable,
   jobs: readonly NewJob[],
   channel: string,
-  hold?: HoldOptions,
+  lease?: LeaseOptions,
   opts: { skipExisting?: boolean } = {},
 ): Promise<InsertedJobs> {
-  if (jobs.length === 0) return { ids: [], held: [] };
+  if (jobs.length === 0) return { ids: [], leased: [] };
   // One json parameter built by one JSON.stringify, as for attempt rows (attempt-rows.ts): nine
   // arrays cost pg an escape per element (the payload's body escaped twice), 6% of a batch
   // notify's CPU. A JSON null is an SQL null there, hence the coalesce (the payload column is not null).
   let pending = false;
   const rows = jobs.map((j) => {
-    const held = hold !== undefined && j.id !== undefined && !j.delayMs && hold.ids.has(j.id);
-    if (!held) pending = true;
+    const leased = lease !== undefined && j.id !== undefined && !j.delayMs && lease.ids.has(j.id);
+    if (!leased) pending = true;
     return {
       id: j.id ?? null,
       type: j.type,
@@ -51,54 +52,54 @@ export async function insertJobs(
       delay: Math.max(0, Math.round(j.delayMs ?? 0)),
       event_id: j.eventId ?? null,
       endpoint: j.endpoint ?? null,
-      held,
+      leased,
     };
   });
-  if (hold === undefined && !opts.skipExisting && jobs.every((j) => j.id !== undefined)) {
-    // Every id known, none held, none skipped: either all go in or the statement fails, so nothing
+  if (lease === undefined && !opts.skipExisting && jobs.every((j) => j.id !== undefined)) {
+    // Every id known, none leased, none skipped: either all go in or the statement fails, so nothing
     // needs to come back. Not returning a row per job spared PostgreSQL ~10% of a batch notify's
     // job insert (bench/README.md#http-entry-point).
     await db.query({
       name: 'acw_enqueue_known',
       text: `with ins as (
-        insert into jobs (id, type, payload, max_attempts, run_at, event_id, endpoint)
+        insert into job_queue (id, type, payload, max_attempts, run_at, event_id, endpoint)
         select t.id, t.type, coalesce(t.payload, 'null'::jsonb), t.max_attempts, now() + t.delay * interval '1 millisecond', t.event_id, t.endpoint
         from json_to_recordset($1::json) as t(id uuid, type text, payload jsonb, max_attempts int, delay int, event_id uuid, endpoint text))
       select pg_notify($2, '')`,
       values: [JSON.stringify(rows), channel],
     });
-    return { ids: jobs.map((j) => j.id!), held: [] };
+    return { ids: jobs.map((j) => j.id!), leased: [] };
   }
   const res = await db.query<InsertRow>({
     name: opts.skipExisting ? 'acw_enqueue_skip' : 'acw_enqueue',
     text: `with ins as (
-      insert into jobs (id, type, payload, max_attempts, run_at, event_id, endpoint, status, attempts, locked_by, lease_token, lease_expires_at)
+      insert into job_queue (id, type, payload, max_attempts, run_at, event_id, endpoint, status, attempts, locked_by, lease_token, lease_expires_at)
       select coalesce(t.id, gen_random_uuid()), t.type, coalesce(t.payload, 'null'::jsonb), t.max_attempts,
         now() + t.delay * interval '1 millisecond', t.event_id, t.endpoint,
-        case when t.held then 'running' else 'pending' end, case when t.held then 1 else 0 end,
-        case when t.held then $3 end, case when t.held then gen_random_uuid() end,
-        case when t.held then clock_timestamp() + $4 * interval '1 millisecond' end
+        case when t.leased then 'running' else 'pending' end, case when t.leased then 1 else 0 end,
+        case when t.leased then $3 end, case when t.leased then gen_random_uuid() end,
+        case when t.leased then clock_timestamp() + $4 * interval '1 millisecond' end
       from json_to_recordset($1::json)
-        as t(id uuid, type text, payload jsonb, max_attempts int, delay int, event_id uuid, endpoint text, held boolean)
-      ${opts.skipExisting ? 'on conflict (id) do nothing' : ''}
+        as t(id uuid, type text, payload jsonb, max_attempts int, delay int, event_id uuid, endpoint text, leased boolean)
+      ${opts.skipExisting ? 'where t.id is null or not exists (select 1 from job_history h where h.id = t.id) on conflict (id) do nothing' : ''}
       returning id, lease_token, extract(epoch from lease_expires_at)::float8 * 1000 as lease_expires_ms)
     select ins.*, extract(epoch from clock_timestamp())::float8 * 1000 as db_now_ms
     from ins, (select case when bool_or(p) then pg_notify($2, '') end from unnest(array[$5::boolean]) p) n`,
-    values: [JSON.stringify(rows), channel, hold?.workerId ?? null, hold?.leaseMs ?? 0, pending],
+    values: [JSON.stringify(rows), channel, lease?.workerId ?? null, lease?.leaseMs ?? 0, pending],
   });
   const ids = res.rows.map((r) => r.id);
-  const held: ClaimedJob[] = [];
-  if (hold) {
+  const leased: ClaimedJob[] = [];
+  if (lease) {
     const localNow = Date.now();
     const byId = new Map(jobs.map((j) => [j.id, j]));
     for (const r of res.rows) {
       if (r.lease_token === null || r.lease_expires_ms === null) continue;
       const j = byId.get(r.id);
       if (!j) continue;
-      held.push(toHeldJob(j, { ...r, lease_token: r.lease_token, lease_expires_ms: r.lease_expires_ms }, localNow));
+      leased.push(toLeasedJob(j, { ...r, lease_token: r.lease_token, lease_expires_ms: r.lease_expires_ms }, localNow));
     }
   }
-  return { ids, held };
+  return { ids, leased };
 }
 
 /** An event's statement and its jobs, written as one (insertWithJobs). */
@@ -109,7 +110,7 @@ export interface WithJobs {
    * that met a taken key), no job goes in and nothing is notified.
    */
   first: { text: string; values: unknown[] };
-  /** Due now, none held: the jobs' ids and endpoints, one each. */
+  /** Due now, none leased: the jobs' ids and endpoints, one each. */
   ids: readonly string[];
   endpoints: readonly string[];
   type: string;
@@ -140,7 +141,7 @@ export async function insertWithJobs(db: Queryable, w: WithJobs, channel: string
   const res = await db.query<{ written: boolean }>({
     name: w.name,
     text: `with first as (${w.first.text}), ins as (
-      insert into jobs (id, type, payload, max_attempts, run_at, event_id, endpoint)
+      insert into job_queue (id, type, payload, max_attempts, run_at, event_id, endpoint)
       select j.id, ${p(1)}, jsonb_build_object('topic', ${p(2)}::text, 'body', ${p(3)}::text || ${w.bodyNowSql} || ${p(4)}::text),
         ${p(5)}, now(), ${p(6)}, j.endpoint
       from unnest(${p(7)}::uuid[], ${p(8)}::text[]) as j(id, endpoint)
@@ -155,5 +156,5 @@ export async function insertWithJobs(db: Queryable, w: WithJobs, channel: string
 /** The error of a job insert (without `skipExisting`) that met an existing job id. */
 export function isExistingJob(err: unknown): boolean {
   const e = err as { code?: string; constraint?: string };
-  return e.code === '23505' && e.constraint === 'jobs_pkey';
+  return e.code === '23505' && e.constraint === 'job_queue_pkey';
 }

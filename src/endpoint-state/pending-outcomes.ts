@@ -1,22 +1,11 @@
 import type { JobOutcome } from '../queue/types.js';
-import { circuitSignal } from './circuit-signal.js';
-import type { CircuitConfig, Delta } from './endpoint-state-rows.js';
-
-/**
- * What one finished attempt tells the circuit breaker (circuitSignal), with one rule for probes: a
- * probe that got any answer (a 429 too) found the receiver up.
- */
-export function attemptSignal(outcome: JobOutcome, probe: boolean): 'failure' | 'success' | null {
-  const signal = circuitSignal(outcome);
-  const a = outcome.attempt;
-  if (probe && signal === null && a && !a.aborted && a.statusCode !== null) return 'success';
-  return signal;
-}
+import type { Delta } from './circuit-rows.js';
+import type { CircuitConfig } from './types.js';
 
 /**
  * The outcomes of this process's attempts, folded per endpoint until a flush writes them
  * (docs/operations.md#circuit-breaker). Whether a circuit opens or closes is decided by the flush
- * statement on the row (endpoint-state-rows.ts); here only the counts are kept, and the failures in a
+ * statement on the row (circuit-rows.ts); here only the counts are kept, and the failures in a
  * row this process alone has seen, which hold the endpoint here at the threshold until the row says
  * what it is.
  */

@@ -1,19 +1,7 @@
 import type { Endpoint } from '../config/index.js';
 import type { Logger } from '../log.js';
-import type { AttemptRecord, JobOutcome } from '../queue/types.js';
-
-/** Error kinds that say the receiver is struggling or unreachable; 4xx, redirects and our own aborts do not. */
-const CONGESTION = new Set(['timeout', 'connect', 'dns', 'tls', 'protocol', 'network']);
-
-/** What one attempt tells about its endpoint's capacity: lower the limit, raise it, or neither. */
-export function congestionSignal(outcome: JobOutcome): 'failure' | 'success' | null {
-  const a: AttemptRecord | undefined = outcome.attempt;
-  if (!a || a.aborted) return null;
-  if (outcome.kind === 'complete') return 'success';
-  if (a.errorKind !== null && CONGESTION.has(a.errorKind)) return 'failure';
-  if (a.errorKind === 'http_status' && a.statusCode !== null && (a.statusCode >= 500 || a.statusCode === 429)) return 'failure';
-  return null;
-}
+import type { JobOutcome } from '../queue/types.js';
+import { congestionSignal } from './signals.js';
 
 /** A lowered limit with no failure for this many timeout windows (and at least QUIET_MIN_MS) is restored. */
 const QUIET_WINDOWS = 3;

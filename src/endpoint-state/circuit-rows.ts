@@ -1,16 +1,12 @@
-import type pg from 'pg';
-import type { Config } from '../config/index.js';
 import type { Queryable } from '../db/pool.js';
-import { raiseEndpointAlert } from '../admin/endpoint-alerts.js';
+import type { CircuitConfig, CircuitState } from './types.js';
 
 /**
- * Every statement on `endpoint_state` that the circuit breaker runs (docs/operations.md#circuit-breaker);
- * src/webhook/endpoint-state.ts decides when. Times come from the database clock; rows are locked in
- * name order wherever several are, so two processes never deadlock on them.
+ * The circuit breaker's statements on `endpoint_state` (docs/operations.md#circuit-breaker); its
+ * alerts' are in alerts.ts. FLUSH_SQL is where a circuit opens and closes; endpoint-states.ts decides
+ * when each runs. Times come from the database clock; rows are locked in name order wherever
+ * several are, so two processes never deadlock on them.
  */
-
-export type CircuitConfig = Config['notify']['webhook']['circuit'];
-export type CircuitState = 'closed' | 'open' | 'half_open';
 
 /** Outcomes of one endpoint since the last flush. */
 export interface Delta {
@@ -206,70 +202,4 @@ export async function reopenLateProbes(
     [[...names].toSorted(), ms(c.cooldown), ms(c.cooldown_max), channel],
   );
   return res.rows;
-}
-
-/** What settleCircuitAlert raised, if anything. */
-export type RaisedAlert =
-  | { action: 'endpoint.circuit_opened'; id: number; openedAt: Date | null }
-  | { action: 'endpoint.circuit_closed'; id: number };
-
-/**
- * One endpoint's owed alert, in the transaction that marks its row, so it is raised exactly once
- * across processes: open longer than `alertAfterMs` and not yet alerted -> `endpoint.circuit_opened`;
- * closed with that alert raised -> `endpoint.circuit_closed`. A row another process holds is skipped.
- */
-export async function settleCircuitAlert(
-  pool: pg.Pool,
-  alertsChannel: string,
-  name: string,
-  alertAfterMs: number,
-): Promise<RaisedAlert | null> {
-  const client = await pool.connect();
-  try {
-    await client.query('begin');
-    const row = await client.query<{
-      circuit: CircuitState;
-      open_alert_id: string | null;
-      opened_at: Date | null;
-      last_error: string | null;
-      consecutive_failures: number;
-      open_for_ms: number | null;
-    }>(
-      `select circuit, open_alert_id, opened_at, last_error, consecutive_failures,
-         (extract(epoch from now() - opened_at) * 1000)::float8 as open_for_ms
-       from endpoint_state where endpoint = $1 for update skip locked`,
-      [name],
-    );
-    const r = row.rows[0];
-    let raised: RaisedAlert | null = null;
-    if (r && r.circuit !== 'closed' && r.open_alert_id === null && r.open_for_ms !== null && r.open_for_ms >= alertAfterMs) {
-      const id = await raiseEndpointAlert(client, alertsChannel, {
-        action: 'endpoint.circuit_opened',
-        endpoint: name,
-        details: {
-          opened_at: r.opened_at?.toISOString() ?? null,
-          open_for_ms: Math.round(r.open_for_ms),
-          last_error: r.last_error,
-          consecutive_failures: r.consecutive_failures,
-        },
-      });
-      await client.query(`update endpoint_state set open_alert_id = $2, updated_at = now() where endpoint = $1`, [name, id]);
-      raised = { action: 'endpoint.circuit_opened', id, openedAt: r.opened_at };
-    } else if (r && r.circuit === 'closed' && r.open_alert_id !== null) {
-      const id = await raiseEndpointAlert(client, alertsChannel, {
-        action: 'endpoint.circuit_closed',
-        endpoint: name,
-        details: { open_alert_id: Number(r.open_alert_id) },
-      });
-      await client.query(`update endpoint_state set open_alert_id = null, updated_at = now() where endpoint = $1`, [name]);
-      raised = { action: 'endpoint.circuit_closed', id };
-    }
-    await client.query('commit');
-    return raised;
-  } catch (err) {
-    await client.query('rollback').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
 }

@@ -1,13 +1,91 @@
+import { iso, requireEndpoint } from '../admin/params.js';
 import { redactUrl, type Endpoint, type Scheme } from '../config/index.js';
 import type { Queryable } from '../db/pool.js';
-import { withTransaction } from '../db/pool.js';
-import { enqueueJobs } from '../queue/transitions.js';
-import type { Service } from '../service.js';
-import { WEBHOOK_JOB, buildBody, type DeliverPayload } from '../webhook/job.js';
-import { writeAudit } from './audit.js';
-import { ApiError, badField } from '../errors.js';
-import { prepareTestDelivery, readEndpointStates, requireEndpoint, type CircuitState } from './endpoint-state.js';
-import { iso } from './params.js';
+import { badField } from '../errors.js';
+import type { CircuitState } from './types.js';
+import { deliveryHealth } from '../history/stats.js';
+
+/**
+ * What operators read of endpoints (`GET /v1/endpoints`, `endpoints list`, the endpoint metrics):
+ * each endpoint's shared state (`endpoint_state`, held jobs counted) and its recent delivery health
+ * (per-minute counters, `delivery_stats`), beside its config.
+ */
+
+/** One endpoint's shared state as operators see it; an endpoint with no row is closed with no failures. */
+export interface EndpointStateView {
+  paused: boolean;
+  paused_at: Date | null;
+  paused_by: string | null;
+  circuit: CircuitState;
+  circuit_since: Date | null;
+  opened_at: Date | null;
+  next_probe_at: Date | null;
+  consecutive_failures: number;
+  last_error: string | null;
+  last_error_at: Date | null;
+  /** Due pending jobs held back (open, half-open, paused or disabled), counted up to the cap; 0 otherwise. */
+  held_jobs: number;
+}
+
+/** Held jobs are counted up to this many per endpoint: a bounded read of the due index, like acw_queue_depth. */
+export const HELD_JOBS_CAP = 100_000;
+
+interface StateRow {
+  endpoint: string;
+  circuit: CircuitState | null;
+  circuit_since: Date | null;
+  opened_at: Date | null;
+  next_probe_at: Date | null;
+  consecutive_failures: number | null;
+  last_error: string | null;
+  last_error_at: Date | null;
+  paused: boolean | null;
+  paused_at: Date | null;
+  paused_by: string | null;
+  held_jobs: number;
+}
+
+/**
+ * The state of each endpoint in one statement. Held jobs are counted only for an endpoint that holds
+ * them, through job_queue_due_endpoint_idx (endpoint, run_at, id) where status = 'pending', and at most
+ * `cap` each, so a large backlog costs a bounded index read.
+ */
+export async function readEndpointStates(
+  db: Queryable,
+  endpoints: readonly Pick<Endpoint, 'name' | 'enabled'>[],
+  cap = HELD_JOBS_CAP,
+): Promise<Map<string, EndpointStateView>> {
+  const res = await db.query<StateRow>({
+    name: 'acw_endpoint_states',
+    text: `select e.name as endpoint, s.circuit, s.circuit_since, s.opened_at, s.next_probe_at, s.consecutive_failures,
+         s.last_error, s.last_error_at, s.paused, s.paused_at, s.paused_by,
+         case when coalesce(s.circuit, 'closed') <> 'closed' or coalesce(s.paused, false) or not e.enabled
+           then (select count(*)::int from (select 1 from job_queue j
+                  where j.status = 'pending' and j.endpoint = e.name and j.run_at <= now() limit $3) h)
+           else 0 end as held_jobs
+       from unnest($1::text[], $2::bool[]) as e(name, enabled)
+       left join endpoint_state s on s.endpoint = e.name`,
+    values: [endpoints.map((e) => e.name), endpoints.map((e) => e.enabled), cap],
+  });
+  return new Map(
+    res.rows.map((r) => [
+      r.endpoint,
+      {
+        paused: r.paused ?? false,
+        paused_at: r.paused_at,
+        paused_by: r.paused_by,
+        circuit: r.circuit ?? 'closed',
+        circuit_since: r.circuit_since,
+        opened_at: r.opened_at,
+        next_probe_at: r.next_probe_at,
+        consecutive_failures: r.consecutive_failures ?? 0,
+        last_error: r.last_error,
+        last_error_at: r.last_error_at,
+        held_jobs: r.held_jobs,
+      },
+    ]),
+  );
+}
 
 /** Endpoints as operators see them: config (URL shown, secret never) and recent delivery health. */
 export interface EndpointHealth {
@@ -66,15 +144,6 @@ export interface LocalDeliveries {
   inFlightFor?: (endpoint: string) => number;
 }
 
-interface StatRow {
-  endpoint: string;
-  attempts: number;
-  success_rate: number;
-  p50: number | null;
-  p99: number | null;
-  last_attempt_at: Date | null;
-}
-
 /** Attempts are timed in whole ms; an interpolated percentile is shown to 0.1 ms, not as 56.519999999999996. */
 function roundMs(ms: number | null | undefined): number | null {
   return ms === null || ms === undefined ? null : Math.round(ms * 10) / 10;
@@ -89,32 +158,16 @@ export async function endpointHealth(
   if (!Number.isInteger(windowMinutes) || windowMinutes < 1 || windowMinutes > 7 * 24 * 60) {
     throw badField('window', 'expected whole minutes from 1 to 10080');
   }
-  const names = endpoints.map((e) => e.name);
-  const stats = await db.query<StatRow>(
-    `select endpoint, count(*)::int as attempts,
-       avg(case when status_code between 200 and 299 then 1 else 0 end)::float8 as success_rate,
-       percentile_cont(0.5) within group (order by duration_ms) as p50,
-       percentile_cont(0.99) within group (order by duration_ms) as p99,
-       max(created_at) as last_attempt_at
-     from webhook_attempts
-     where endpoint = any($1::text[]) and created_at > now() - $2 * interval '1 minute' and not aborted
-     group by endpoint`,
-    [names, windowMinutes],
-  );
-  const errors = await db.query<{ endpoint: string; error: string | null; created_at: Date }>(
-    `select distinct on (endpoint) endpoint, coalesce(error, error_kind) as error, created_at
-     from webhook_attempts
-     where endpoint = any($1::text[]) and created_at > now() - $2 * interval '1 minute' and error_kind is not null and not aborted
-     order by endpoint, created_at desc`,
-    [names, windowMinutes],
+  // Per-minute counters (src/history/stats.ts), not attempt rows: the same cost at any volume.
+  const health = await deliveryHealth(
+    db,
+    endpoints.map((e) => e.name),
+    windowMinutes,
   );
   const states = await readEndpointStates(db, endpoints);
-  const byName = new Map(stats.rows.map((r) => [r.endpoint, r]));
-  const errByName = new Map(errors.rows.map((r) => [r.endpoint, r]));
   const caps = local.caps?.();
   return endpoints.map((e) => {
-    const s = byName.get(e.name);
-    const err = errByName.get(e.name);
+    const s = health.get(e.name);
     const st = states.get(e.name);
     return {
       name: e.name,
@@ -135,8 +188,8 @@ export async function endpointHealth(
       success_rate: s ? s.success_rate : null,
       p50_duration_ms: roundMs(s?.p50),
       p99_duration_ms: roundMs(s?.p99),
-      last_error: err?.error ?? null,
-      last_error_at: iso(err?.created_at ?? null),
+      last_error: s?.last_error ?? null,
+      last_error_at: iso(s?.last_error_at ?? null),
       last_attempt_at: iso(s?.last_attempt_at ?? null),
       paused: st?.paused ?? false,
       paused_at: iso(st?.paused_at ?? null),
@@ -167,40 +220,4 @@ export async function endpointView(
 ): Promise<EndpointHealth> {
   const [view] = await endpointHealth(db, [requireEndpoint(endpoints, name)], 60, local);
   return view!;
-}
-
-export const TEST_TOPIC = 'webhook.test';
-
-/**
- * Send a `webhook.test` event to one endpoint only, whatever its whitelist: the event row is written
- * already dispatched (so the dispatcher never fans it out) and its one job is enqueued directly.
- */
-export async function testEndpoint(svc: Service, name: string, actor: string): Promise<{ event_id: string; job_ids: string[] }> {
-  const ep = requireEndpoint(svc.endpoints, name);
-  if (!ep.enabled) {
-    throw new ApiError(409, 'endpoint_disabled', `endpoint ${name} is disabled: a test would wait until it is enabled`, { field: 'name' });
-  }
-  const data = { message: 'test event from acw-webhooks', endpoint: name, requested_by: actor };
-  const result = await withTransaction(svc.db.pool, async (client) => {
-    // Paused: 409 before anything is written. Open: the test job waits for the probe, so probe now.
-    const { probeNow } = await prepareTestDelivery(client, svc.channels.endpoints, name);
-    const ev = await client.query<{ id: string; created_at: Date }>(
-      `insert into events (topic, data, principal, dispatched_at) values ($1, $2::jsonb, $3, now()) returning id, created_at`,
-      [TEST_TOPIC, JSON.stringify(data), actor],
-    );
-    const { id: eventId, created_at: occurredAt } = ev.rows[0]!;
-    const payload: DeliverPayload = { topic: TEST_TOPIC, body: buildBody({ id: eventId, topic: TEST_TOPIC, occurredAt, data }) };
-    const jobIds = await enqueueJobs(
-      client,
-      [{ type: WEBHOOK_JOB, payload, maxAttempts: svc.config.jobs.max_attempts, eventId, endpoint: name }],
-      svc.channels.jobs,
-    );
-    const res = { event_id: eventId, job_ids: jobIds };
-    await client.query(`update events set response = $2::jsonb where id = $1`, [eventId, JSON.stringify(res)]);
-    const details = probeNow ? { ...res, probe_now: true } : res;
-    await writeAudit(client, { action: 'endpoint.test', actor, targetType: 'endpoint', targetId: name, details });
-    return res;
-  });
-  svc.metrics.jobsEnqueued(WEBHOOK_JOB, TEST_TOPIC, result.job_ids.length);
-  return result;
 }

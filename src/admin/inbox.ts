@@ -2,8 +2,14 @@ import type { Queryable } from '../db/pool.js';
 import { ApiError } from '../errors.js';
 import { decodeCursor, encodeCursor, iso, requireId, requireLimit } from './params.js';
 
-/** A user's in-app notifications (`GET /v1/notifications`): each caller sees and marks only their own. */
-export interface NotificationView {
+/**
+ * Each user's inbox: the in-app messages an event's recipients and the admins' alerts leave in the
+ * `notifications` table, read through `GET /v1/notifications` (the route and its JSON keep that
+ * name). Called inbox messages inside the code, apart from `notify`, the public call.
+ */
+
+/** One inbox message as its user sees it; each caller sees and marks only their own. */
+export interface InboxMessageView {
   id: number;
   topic: string;
   data: unknown;
@@ -19,7 +25,7 @@ interface Row {
   created_at: Date;
 }
 
-const toView = (r: Row): NotificationView => ({
+const toView = (r: Row): InboxMessageView => ({
   id: Number(r.id),
   topic: r.topic,
   data: r.data,
@@ -28,11 +34,11 @@ const toView = (r: Row): NotificationView => ({
 });
 
 /** Newest first, through the (user_id, id desc) index; the cursor is the last id seen. */
-export async function listNotifications(
+export async function listInboxMessages(
   db: Queryable,
   userId: string,
   opts: { limit?: number | undefined; cursor?: string | undefined; unread_only?: boolean | undefined } = {},
-): Promise<{ items: NotificationView[]; next_cursor: string | null }> {
+): Promise<{ items: InboxMessageView[]; next_cursor: string | null }> {
   const limit = requireLimit(opts.limit, 'limit', 50, 500);
   const before = opts.cursor === undefined ? null : Number(decodeCursor(opts.cursor, [/^\d{1,15}$/])[0]);
   const res = await db.query<Row>(
@@ -46,8 +52,8 @@ export async function listNotifications(
   return { items: rows.map(toView), next_cursor: res.rows.length > limit && last ? encodeCursor([last.id]) : null };
 }
 
-/** Mark one of the caller's notifications read (idempotent); someone else's is a 404, as if absent. */
-export async function markRead(db: Queryable, userId: string, id: string | number): Promise<NotificationView> {
+/** Mark one of the caller's inbox messages read (idempotent); someone else's is a 404, as if absent. */
+export async function markInboxMessageRead(db: Queryable, userId: string, id: string | number): Promise<InboxMessageView> {
   const nid = requireId(typeof id === 'number' ? id : String(id), 'id');
   const res = await db.query<Row>(
     `update notifications set read_at = coalesce(read_at, now()) where id = $1 and user_id = $2

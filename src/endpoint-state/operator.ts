@@ -1,102 +1,19 @@
 import type pg from 'pg';
+import { writeAudit } from '../admin/audit.js';
+import { requireEndpoint } from '../admin/params.js';
 import type { Endpoint } from '../config/index.js';
 import type { Queryable } from '../db/pool.js';
 import { withTransaction } from '../db/pool.js';
 import { ApiError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { writeAudit } from './audit.js';
+import type { CircuitState } from './types.js';
 
 /**
- * The operator's side of `endpoint_state` (docs/operations.md#pausing-an-endpoint): pause and
- * resume by hand, probe now, and the read behind `GET /v1/endpoints` and the endpoint metrics.
- * Every change is one transaction with its audit row and a NOTIFY on the endpoints channel, so
- * every process re-reads the row at once instead of waiting out its cache.
+ * The operator's changes to `endpoint_state` (docs/operations.md#pausing-an-endpoint): pause and
+ * resume by hand, and probe now for a test delivery (the reads are in health.ts). Every change is
+ * one transaction with its audit row and a NOTIFY on the endpoints channel, so every process
+ * re-reads the row at once instead of waiting out its cache.
  */
-
-export type CircuitState = 'closed' | 'open' | 'half_open';
-
-/** One endpoint's shared state as operators see it; an endpoint with no row is closed with no failures. */
-export interface EndpointStateView {
-  paused: boolean;
-  paused_at: Date | null;
-  paused_by: string | null;
-  circuit: CircuitState;
-  circuit_since: Date | null;
-  opened_at: Date | null;
-  next_probe_at: Date | null;
-  consecutive_failures: number;
-  last_error: string | null;
-  last_error_at: Date | null;
-  /** Due pending jobs held back (open, half-open, paused or disabled), counted up to the cap; 0 otherwise. */
-  held_jobs: number;
-}
-
-/** Held jobs are counted up to this many per endpoint: a bounded read of the due index, like acw_queue_depth. */
-export const HELD_JOBS_CAP = 100_000;
-
-interface StateRow {
-  endpoint: string;
-  circuit: CircuitState | null;
-  circuit_since: Date | null;
-  opened_at: Date | null;
-  next_probe_at: Date | null;
-  consecutive_failures: number | null;
-  last_error: string | null;
-  last_error_at: Date | null;
-  paused: boolean | null;
-  paused_at: Date | null;
-  paused_by: string | null;
-  held_jobs: number;
-}
-
-/**
- * The state of each endpoint in one statement. Held jobs are counted only for an endpoint that holds
- * them, through jobs_due_endpoint_idx (endpoint, run_at, id) where status = 'pending', and at most
- * `cap` each, so a large backlog costs a bounded index read.
- */
-export async function readEndpointStates(
-  db: Queryable,
-  endpoints: readonly Pick<Endpoint, 'name' | 'enabled'>[],
-  cap = HELD_JOBS_CAP,
-): Promise<Map<string, EndpointStateView>> {
-  const res = await db.query<StateRow>({
-    name: 'acw_endpoint_states',
-    text: `select e.name as endpoint, s.circuit, s.circuit_since, s.opened_at, s.next_probe_at, s.consecutive_failures,
-         s.last_error, s.last_error_at, s.paused, s.paused_at, s.paused_by,
-         case when coalesce(s.circuit, 'closed') <> 'closed' or coalesce(s.paused, false) or not e.enabled
-           then (select count(*)::int from (select 1 from jobs j
-                  where j.status = 'pending' and j.endpoint = e.name and j.run_at <= now() limit $3) h)
-           else 0 end as held_jobs
-       from unnest($1::text[], $2::bool[]) as e(name, enabled)
-       left join endpoint_state s on s.endpoint = e.name`,
-    values: [endpoints.map((e) => e.name), endpoints.map((e) => e.enabled), cap],
-  });
-  return new Map(
-    res.rows.map((r) => [
-      r.endpoint,
-      {
-        paused: r.paused ?? false,
-        paused_at: r.paused_at,
-        paused_by: r.paused_by,
-        circuit: r.circuit ?? 'closed',
-        circuit_since: r.circuit_since,
-        opened_at: r.opened_at,
-        next_probe_at: r.next_probe_at,
-        consecutive_failures: r.consecutive_failures ?? 0,
-        last_error: r.last_error,
-        last_error_at: r.last_error_at,
-        held_jobs: r.held_jobs,
-      },
-    ]),
-  );
-}
-
-/** The configured endpoint of that name, or the 404 naming `name` (before anything is written). */
-export function requireEndpoint(endpoints: readonly Endpoint[], name: string): Endpoint {
-  const ep = endpoints.find((e) => e.name === name);
-  if (!ep) throw new ApiError(404, 'not_found', `name: no endpoint named ${JSON.stringify(name.slice(0, 100))}`, { field: 'name' });
-  return ep;
-}
 
 /** What pause and resume need: the database, the configured endpoints, the endpoints NOTIFY channel, a log. */
 export interface EndpointStateContext {

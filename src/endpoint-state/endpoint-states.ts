@@ -3,45 +3,14 @@ import type { Endpoint } from '../config/index.js';
 import { Listener } from '../db/listener.js';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { claimProbes } from '../queue/transitions.js';
 import type { ClaimedJob, JobOutcome } from '../queue/types.js';
-import { attemptSignal, PendingOutcomes } from './endpoint-outcomes.js';
-import { WEBHOOK_JOB } from './job.js';
-import {
-  closeAllCircuits,
-  ensureStateRows,
-  readHoldingStates,
-  reopenCutProbes,
-  reopenLateProbes,
-  settleCircuitAlert,
-  writeOutcomes,
-  type CircuitConfig,
-  type CircuitState,
-  type FlushRow,
-} from './endpoint-state-rows.js';
-
-export type { CircuitConfig, CircuitState };
-
-/** A probe still running this long after its connect timeout and attempt timeout sends the circuit back to open. */
-export const PROBE_MARGIN_MS = 5_000;
-
-/** What a process needs from its worker pool to run a probe. */
-export interface ProbeRunner {
-  readonly workerId: string;
-  readonly leaseMs: number;
-  runClaimed(job: ClaimedJob): void;
-  wake(fresh?: boolean): void;
-}
-
-/** One endpoint's shared state as this process last read it (times on this process's clock). */
-interface Cached {
-  circuit: CircuitState;
-  paused: boolean;
-  nextProbeAt: number | null;
-  probeDeadline: number | null;
-  openedAt: number | null;
-  openAlertId: number | null;
-}
+import { WEBHOOK_JOB } from '../webhook/job.js';
+import { raiseOwedAlerts } from './alerts.js';
+import { closeAllCircuits, ensureStateRows, readHoldingStates, writeOutcomes, type FlushRow } from './circuit-rows.js';
+import { PendingOutcomes } from './pending-outcomes.js';
+import { Probes, type ProbeRunner } from './probes.js';
+import { attemptSignal } from './signals.js';
+import { isHolding, type CachedState, type CircuitConfig, type CircuitState } from './types.js';
 
 export interface EndpointStatesOptions {
   pool: pg.Pool;
@@ -63,24 +32,22 @@ export interface EndpointStatesOptions {
  * Endpoint state shared through PostgreSQL (docs/operations.md#circuit-breaker), as one process
  * takes part in it:
  * - a cache of the rows that hold jobs (open, half-open, paused), re-read every second and at
- *   once on a NOTIFY, which the worker pool's claim plans and claim on dispatch obey (the claim
- *   statement also checks the table itself);
- * - the outcomes of this process's attempts, folded per endpoint (PendingOutcomes in
- *   endpoint-outcomes.ts) and written in one statement at most every 100 ms (at once when a probe
- *   settles or this process alone has seen the failure threshold, which also holds the endpoint
- *   here until the row says what it is);
- * - a tick that claims a probe for an open endpoint whose cool-down is over, sends a half-open
- *   circuit whose probe outlived its deadline back to open, and raises the "open too long" and
- *   recovery alerts, each exactly once across processes (the row lock decides who raises it).
+ *   once on a NOTIFY, which the worker pool's claim plans and claim on dispatch obey through the
+ *   endpoint gate (gate.ts; the claim statement also checks the table itself);
+ * - the outcomes of this process's attempts, folded per endpoint (pending-outcomes.ts) and written
+ *   in one statement (circuit-rows.ts, which decides whether a circuit opens or closes) at most
+ *   every 100 ms, at once when a probe settles or this process alone has seen the failure
+ *   threshold, which also holds the endpoint here until the row says what it is;
+ * - a tick that claims a probe for an open endpoint whose cool-down is over and sends a half-open
+ *   circuit whose probe outlived its deadline back to open (probes.ts), and raises the "open too
+ *   long" and recovery alerts (alerts.ts), each exactly once across processes (the row lock
+ *   decides who raises it).
  */
 export class EndpointStates {
-  private cache = new Map<string, Cached>();
+  private cache = new Map<string, CachedState>();
   /** Outcomes folded since the last flush; at the failure threshold, the endpoint is held here at once. */
   private readonly outcomes: PendingOutcomes;
-  /** Probes of this process aborted (shutdown) before they could say anything. */
-  private readonly abandoned = new Set<string>();
-  /** Probe job id -> endpoint, for jobs this process claimed as probes. */
-  private readonly probes = new Map<string, string>();
+  private readonly probes: Probes;
   private runner: ProbeRunner | null = null;
   private listener: Listener | null = null;
   private timer: NodeJS.Timeout | null = null;
@@ -97,18 +64,22 @@ export class EndpointStates {
 
   constructor(private readonly opts: EndpointStatesOptions) {
     this.outcomes = new PendingOutcomes(opts.circuit);
+    this.probes = new Probes({ pool: opts.pool, channel: opts.channel, circuit: opts.circuit, log: opts.log, refreshMs: this.refreshMs });
   }
 
   private get circuitOn(): boolean {
     return this.opts.circuit.enabled;
   }
 
+  private get refreshMs(): number {
+    return this.opts.refreshMs ?? 1_000;
+  }
+
   /** Jobs of this endpoint wait here now: disabled in config, paused, its circuit not closed, or tripped here. */
   isHeld(endpoint: string): boolean {
     const ep = this.opts.endpoints().get(endpoint);
     if (ep && !ep.enabled) return true;
-    const s = this.cache.get(endpoint);
-    if (s && (s.paused || s.circuit !== 'closed')) return true;
+    if (isHolding(this.cache.get(endpoint))) return true;
     return this.circuitOn && this.outcomes.tripped(endpoint);
   }
 
@@ -138,15 +109,13 @@ export class EndpointStates {
   observe(job: ClaimedJob, outcome: JobOutcome): void {
     const endpoint = job.endpoint;
     if (endpoint === null || job.type !== WEBHOOK_JOB) return;
-    const probeOf = this.probes.get(job.id);
-    if (probeOf !== undefined) this.probes.delete(job.id);
+    const probe = this.probes.settle(job.id);
     if (!this.circuitOn) return;
-    const probe = probeOf !== undefined;
     const signal = attemptSignal(outcome, probe);
     if (signal === null && !probe) return;
     this.outcomes.add(endpoint, signal, outcome, probe ? job.id : null);
     // A probe that says nothing (aborted at shutdown) settles nothing: stop() lets another process probe.
-    if (probe && signal === null) this.abandoned.add(job.id);
+    if (probe && signal === null) this.probes.abandon(job.id);
     // A probe's outcome, or the threshold seen here, is written at once.
     if (probe || this.outcomes.tripped(endpoint)) this.flushSoon(0);
     else this.flushSoon(this.opts.flushMs ?? 100);
@@ -196,9 +165,7 @@ export class EndpointStates {
     if (this.flushTimer) clearTimeout(this.flushTimer);
     await this.flushing;
     if (this.outcomes.size > 0) await this.flush().catch(() => undefined);
-    // Probes cut short by this stop settle nothing: let another process probe at once rather than
-    // wait out the deadline (which would also double the cool-down).
-    await reopenCutProbes(this.opts.pool, [...this.probes.keys(), ...this.abandoned]).catch(() => undefined);
+    await this.probes.cutShort().catch(() => undefined);
     await this.listener?.close();
   }
 
@@ -296,7 +263,7 @@ export class EndpointStates {
     this.lastRefresh = Date.now();
     const rows = await readHoldingStates(this.opts.pool);
     const localNow = Date.now();
-    const next = new Map<string, Cached>();
+    const next = new Map<string, CachedState>();
     const local = (ms: number | null, dbNow: number): number | null => (ms === null ? null : ms - (dbNow - localNow));
     for (const r of rows) {
       next.set(r.endpoint, {
@@ -308,9 +275,12 @@ export class EndpointStates {
         openAlertId: r.open_alert_id === null ? null : Number(r.open_alert_id),
       });
     }
-    const freed = [...this.cache].some(([ep, s]) => (s.paused || s.circuit !== 'closed') && !isHolding(next.get(ep)));
+    const freed = [...this.cache].some(([ep, s]) => isHolding(s) && !isHolding(next.get(ep)));
+    // Newly held here (opened or paused through another process): the pool hands back what it
+    // claimed ahead for it, so that no delivery of it waits leased in this process.
+    const held = [...next].some(([ep, s]) => isHolding(s) && !isHolding(this.cache.get(ep)));
     this.cache = next;
-    if (freed) this.runner?.wake(true);
+    if (freed || held) this.runner?.wake(freed);
   }
 
   private async tick(): Promise<void> {
@@ -318,12 +288,12 @@ export class EndpointStates {
     if (this.stopped || this.ticking) return;
     this.ticking = true;
     try {
-      const refreshMs = this.opts.refreshMs ?? 1_000;
-      if (this.refreshWanted || Date.now() - this.lastRefresh >= refreshMs) await this.refresh();
+      if (this.refreshWanted || Date.now() - this.lastRefresh >= this.refreshMs) await this.refresh();
       await this.ensureRows();
-      if (this.circuitOn) await this.probe();
-      await this.expireProbes();
-      await this.raiseAlerts();
+      if (this.circuitOn && this.runner) await this.probes.claimDue(this.cache, this.opts.endpoints(), this.runner);
+      if (await this.probes.expireLate(this.cache)) await this.refresh();
+      if (await raiseOwedAlerts(this.opts.pool, this.opts.alertsChannel, this.cache, this.opts.circuit.alert_after, this.opts.log))
+        await this.refresh();
     } catch (err) {
       this.opts.log.warn({ event: 'endpoint.state_read_error', err: coerceError(err).message }, 'reading endpoint state failed; retrying');
     } finally {
@@ -335,7 +305,7 @@ export class EndpointStates {
   /** Until the next refresh, or sooner when a probe, a deadline or an alert falls due. */
   private nextTickIn(): number {
     const now = Date.now();
-    let at = this.lastRefresh + (this.opts.refreshMs ?? 1_000);
+    let at = this.lastRefresh + this.refreshMs;
     for (const s of this.cache.values()) {
       if (s.circuit === 'open' && !s.paused && s.nextProbeAt !== null) at = Math.min(at, s.nextProbeAt);
       if (s.circuit === 'half_open' && s.probeDeadline !== null) at = Math.min(at, s.probeDeadline);
@@ -344,100 +314,4 @@ export class EndpointStates {
     }
     return Math.max(10, at - now + 5);
   }
-
-  /** Claim one probe for each open endpoint configured (and enabled) here whose cool-down is over. */
-  private async probe(): Promise<void> {
-    const runner = this.runner;
-    if (!runner) return;
-    const eps = this.opts.endpoints();
-    const now = Date.now();
-    const due: Array<{ name: string; deadlineMs: number }> = [];
-    for (const [name, s] of this.cache) {
-      const ep = eps.get(name);
-      if (!ep || !ep.enabled || s.circuit !== 'open' || s.paused || s.nextProbeAt === null || s.nextProbeAt > now) continue;
-      // The whole attempt: connecting (connect_timeout) comes before the attempt's own timeout starts.
-      due.push({ name, deadlineMs: ep.connect_timeout + ep.timeout + PROBE_MARGIN_MS });
-    }
-    if (due.length === 0) return;
-    const jobs = await claimProbes(this.opts.pool, {
-      workerId: runner.workerId,
-      leaseMs: runner.leaseMs,
-      type: WEBHOOK_JOB,
-      endpoints: due,
-      channel: this.opts.channel,
-    });
-    for (const job of jobs) {
-      this.probes.set(job.id, job.endpoint ?? '');
-      const s = this.cache.get(job.endpoint ?? '');
-      if (s) s.circuit = 'half_open';
-      this.opts.log.info(
-        { event: 'endpoint.probe', endpoint: job.endpoint, job_id: job.id },
-        `endpoint ${job.endpoint}: probing with one delivery`,
-      );
-      runner.runClaimed(job);
-    }
-    // Endpoints with nothing due stay open and are looked at again at the next refresh.
-    for (const d of due) {
-      const s = this.cache.get(d.name);
-      if (s && s.circuit === 'open') s.nextProbeAt = now + (this.opts.refreshMs ?? 1_000);
-    }
-  }
-
-  /** A half-open circuit whose probe outlived its deadline (its worker died or hung) is open again. */
-  private async expireProbes(): Promise<void> {
-    const now = Date.now();
-    const late = [...this.cache]
-      .filter(([, s]) => s.circuit === 'half_open' && s.probeDeadline !== null && s.probeDeadline <= now)
-      .map(([n]) => n);
-    if (late.length === 0) return;
-    const reopened = await reopenLateProbes(this.opts.pool, late, this.opts.circuit, this.opts.channel);
-    for (const r of reopened) {
-      this.opts.log.warn(
-        {
-          event: 'endpoint.circuit_opened',
-          endpoint: r.endpoint,
-          from: 'half_open',
-          to: 'open',
-          reason: 'probe_deadline',
-          cooldown_ms: r.cooldown_ms,
-        },
-        `endpoint ${r.endpoint}: probe outlived its deadline, circuit open again`,
-      );
-    }
-    if (reopened.length > 0) await this.refresh();
-  }
-
-  /**
-   * An endpoint open longer than alert_after raises one alert; once closed again, one recovery
-   * alert if the first was raised. Each happens in the transaction that marks the row, so exactly once.
-   */
-  private async raiseAlerts(): Promise<void> {
-    const now = Date.now();
-    const after = this.opts.circuit.alert_after;
-    const owed = [...this.cache].filter(
-      ([, s]) =>
-        (s.circuit !== 'closed' && s.openAlertId === null && s.openedAt !== null && s.openedAt + after <= now) ||
-        (s.circuit === 'closed' && s.openAlertId !== null),
-    );
-    if (owed.length === 0) return;
-    for (const [name] of owed.toSorted(([a], [b]) => (a < b ? -1 : 1))) {
-      const raised = await settleCircuitAlert(this.opts.pool, this.opts.alertsChannel, name, after);
-      if (raised?.action === 'endpoint.circuit_opened') {
-        this.opts.log.warn(
-          { event: 'endpoint.alert', endpoint: name, action: raised.action, alert_id: raised.id },
-          `endpoint ${name} has been down since ${raised.openedAt?.toISOString()}`,
-        );
-      } else if (raised) {
-        this.opts.log.info(
-          { event: 'endpoint.alert', endpoint: name, action: raised.action, alert_id: raised.id },
-          `endpoint ${name} has recovered`,
-        );
-      }
-    }
-    await this.refresh();
-  }
-}
-
-function isHolding(s: Cached | undefined): boolean {
-  return s !== undefined && (s.paused || s.circuit !== 'closed');
 }
