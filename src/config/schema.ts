@@ -27,6 +27,9 @@ import {
   topics,
 } from './fields.js';
 import { checkAuth, checkCircuit, checkEndpoint, checkRetry, checkWebhook, isObject, type AddIssue } from './rules.js';
+import { ROLES } from '../roles.js';
+
+export { ROLES, type Role } from '../roles.js';
 
 /** Cross-key rules run even when a sibling failed, so one pass reports every problem. */
 function withRule<T extends z.ZodType>(schema: T, rule: (value: unknown, add: AddIssue) => void): T {
@@ -35,7 +38,6 @@ function withRule<T extends z.ZodType>(schema: T, rule: (value: unknown, add: Ad
   });
 }
 
-export const ROLES = ['admin', 'viewer', 'service'] as const;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export const SCHEMES = ['acw', 'standard'] as const;
 
@@ -270,7 +272,6 @@ export type DeepReadonly<T> = T extends readonly (infer U)[]
 export type ConfigData = z.output<typeof configSchema>;
 /** The effective configuration: parsed once at start, frozen, passed down. */
 export type Config = DeepReadonly<ConfigData>;
-export type Role = (typeof ROLES)[number];
 export type LogLevel = (typeof LOG_LEVELS)[number];
 export type Scheme = (typeof SCHEMES)[number];
 /** A parsed application runner block: `interval` in milliseconds, the runner's own keys as written. */

@@ -1,4 +1,4 @@
-// Generated docs and the route -> schema registry (src/http/openapi.ts): docs/api.md and the config
+// Generated docs and the route -> schema registry (src/http/contract/routes.ts): docs/api.md and the config
 // key table in docs/operations.md must be what `npm run docs` writes today, and every route fastify
 // serves must have a registry entry (and every entry a route), so a route added without its schemas
 // fails here.
@@ -12,8 +12,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Registry } from 'prom-client';
 import { parse as parseYaml } from 'yaml';
 import { configReference } from '../../src/config/reference.js';
-import { openApiDocument, renderApiMarkdown } from '../../src/http/openapi-document.js';
-import { ROUTES } from '../../src/http/openapi.js';
+import { openApiDocument } from '../../src/http/contract/document.js';
+import { renderApiMarkdown } from '../../src/http/contract/markdown.js';
+import { ROUTES } from '../../src/http/contract/routes.js';
 import { call, startApi, type Api } from '../helpers/api.js';
 import { requireTool, skipWithout } from './toolchains.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
@@ -85,7 +86,7 @@ describe('route -> schema registry', () => {
   it('serves /openapi.json without a token: the generated document', async () => {
     const res = await call(api.url, 'GET', '/openapi.json');
     expect(res.status).toBe(200);
-    expect(res.body).toEqual(JSON.parse(JSON.stringify(openApiDocument())));
+    expect(res.body).toEqual(JSON.parse(JSON.stringify(openApiDocument({ serverUrl: api.url }))));
   });
 
   it('says which routes need a token: each one with roles answers 401 without one, the others do not', async () => {
@@ -94,7 +95,7 @@ describe('route -> schema registry', () => {
     for (const r of ROUTES) {
       const res = await call(api.url, r.method, r.url.replace(':id', '1').replace(':name', 'x'));
       got.push(`${r.method} ${r.url} ${res.status === 401 ? 'token' : 'public'}`);
-      want.push(`${r.method} ${r.url} ${r.roles ? 'token' : 'public'}`);
+      want.push(`${r.method} ${r.url} ${r.access ? 'token' : 'public'}`);
     }
     expect(got).toEqual(want);
   });

@@ -1,7 +1,7 @@
 import { html } from 'htm/preact';
 import type { VNode } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiFail, type Endpoint } from '../api.js';
+import { api, ApiFail, type Endpoint, type ReplayAnswer } from '../api.js';
 import { absolute, ErrorNote, Status, Table, Time, useAction } from '../ui.js';
 
 /** What a row's run-time action opens above the table (one at a time). */
@@ -340,14 +340,6 @@ function RotateForm({
       </div>
     </form>
   </section>`;
-}
-
-interface ReplayAnswer {
-  reset: number;
-  created: number;
-  unchanged: Record<string, number>;
-  retention_limited: boolean;
-  window: { since: string; until: string };
 }
 
 /** Replay a window: a dry run first, its counts shown, and nothing queued until the user confirms. */

@@ -1,9 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import { z } from 'zod';
 import type { Service } from '../../service.js';
-import { READ } from '../auth.js';
-import { parse } from '../schemas.js';
 import { deliveryBuckets, queueCounts } from '../../history/stats.js';
+import { route } from '../route.js';
 
 /**
  * `GET /v1/stats` (docs/operations.md#dashboard): jobs by status (pending, running and dead now;
@@ -16,12 +14,11 @@ import { deliveryBuckets, queueCounts } from '../../history/stats.js';
  */
 
 const WINDOWS = { '1h': { ms: 3_600_000, bucketS: 60 }, '24h': { ms: 86_400_000, bucketS: 900 } } as const;
-export const statsQuery = z.strictObject({ window: z.enum(['1h', '24h'], { error: 'expected 1h or 24h' }).optional() });
 
 export function statsRoutes(app: FastifyInstance, svc: Service): void {
   const pool = svc.db.pool;
-  app.get('/v1/stats', { config: { roles: READ } }, async (req) => {
-    const window = parse(statsQuery, req.query, 'query').window ?? '1h';
+  route(app, 'getStats', async ({ query }) => {
+    const window = query.window ?? '1h';
     const w = WINDOWS[window];
     const [queue, due, attempts] = await Promise.all([
       queueCounts(pool),
