@@ -55,7 +55,7 @@ export function registerUsers(program: Command, run: CliRun): void {
     .command('add')
     .description('create a user; prints its token once (only a hash is stored)')
     .argument('<name>', 'user name')
-    .requiredOption('--role <role>', ROLES.join(', '))
+    .requiredOption('--role <role>', `${ROLES.slice(0, -1).join(', ')} or ${ROLES.at(-1)}`)
     .option('-c, --config <file>', 'config file')
     .action(lazy(run, actions, 'usersAdd'));
   users
