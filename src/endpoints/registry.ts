@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { resolveEndpoints, type Config, type Endpoint } from '../config/index.js';
-import { Listener } from '../db/listener.js';
+import type { ListenHub, Subscription } from '../db/listen-hub.js';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { SecretCodec } from './codec.js';
@@ -12,8 +12,8 @@ const SEAL_RETRY_MS = 60_000;
 
 export interface RegistryOptions {
   pool: pg.Pool;
-  /** For the LISTEN connection. */
-  url: string;
+  /** The process's LISTEN connection. */
+  listenHub: ListenHub;
   /** NOTIFY channel the endpoints API announces changes on. */
   channel: string;
   config: Config;
@@ -44,7 +44,7 @@ export class EndpointRegistry {
   private map: ReadonlyMap<string, Endpoint>;
   private version = '';
   private byRow = new Map<string, { key: string; ep: Endpoint }>();
-  private listener: Listener | null = null;
+  private listener: Subscription | null = null;
   private timer: NodeJS.Timeout | null = null;
   private reading: Promise<void> | null = null;
   private again = false;
@@ -97,15 +97,11 @@ export class EndpointRegistry {
       if (await this.sealHeaders()) rows = await this.readOr(rows);
       this.apply(rows);
     }
-    this.listener = new Listener({
-      url: this.opts.url,
-      channels: [this.opts.channel],
-      log: this.opts.log,
+    // It never throws: a failed connect is retried in the background, the poll covering the gap.
+    this.listener = await this.opts.listenHub.subscribe(this.opts.channel, {
       onNotify: () => void this.refresh(true),
       onReconnect: () => void this.refresh(true),
     });
-    // It never throws: a failed connect is retried in the background, the poll covering the gap.
-    await this.listener.start();
     this.schedule();
   }
 
