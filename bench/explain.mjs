@@ -7,6 +7,7 @@
 import pg from 'pg';
 import { startServer } from './lib/pg.mjs';
 import { dist } from './lib/dist.mjs';
+import { layoutOf, loadFinished } from './lib/history-data.mjs';
 
 const N = Number(process.env.BENCH_JOBS ?? 50_000);
 const COMPLETED = Number(process.env.BENCH_EXPLAIN_COMPLETED ?? 0);
@@ -33,7 +34,13 @@ try {
   const url = await server.createDatabase('explain_acw');
   const pool = createPool({ url, size: 2, schema: 'public' });
   await migrate(pool, { schema: 'public' });
-  if (COMPLETED > 0) {
+  // On the history layout (migration 0010) live jobs are in job_queue and finished ones in job_history.
+  const history = await layoutOf(pool).then((l) => l === 'history');
+  if (COMPLETED > 0 && history) {
+    const c = await pool.connect();
+    const now = Date.now();
+    await loadFinished(c, { rows: COMPLETED, fromMs: now - 3_600_000, toMs: now, style: 'backlog' }).finally(() => c.release());
+  } else if (COMPLETED > 0) {
     await pool.query(
       `insert into jobs (type, payload, status, attempts, completed_at, endpoint) select 'webhook.deliver', '{}', 'completed', 1, now(), 'default' from generate_series(1, $1::int)`,
       [COMPLETED],
@@ -45,7 +52,7 @@ try {
       jobs.push({ type: 'webhook.deliver', payload: { topic: 'order.paid', body: 'x'.repeat(250) }, maxAttempts: 6, endpoint: 'default' });
     await enqueueJobs(pool, jobs, 'public.acw_jobs');
   }
-  await pool.query('vacuum analyze jobs');
+  await pool.query(history ? 'vacuum analyze job_queue, job_history' : 'vacuum analyze jobs');
 
   const claimCapture = capture();
   await claimJobs(claimCapture, { workerId: 'explain:1:x', limit: LIMIT, leaseMs: 300_000, types: ['webhook.deliver'] });

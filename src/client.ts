@@ -1,18 +1,22 @@
 // The HTTP client for POST /v1/notify (`acw-webhooks/client`). Deliberately depends on the global
-// fetch and node:crypto only, so a service can import it without pulling in the server.
+// fetch and node:crypto only, so a service can import it without pulling in the server: its request
+// and answer types come from the routes' own schemas (src/http/contract/), imported as types only.
 import { randomUUID } from 'node:crypto';
+import type { z } from 'zod';
+import type { notifyAnswer } from './http/contract/answers.js';
+import type { notifyBody } from './http/schemas.js';
 
-/** One event to notify: the shape of `POST /v1/notify`'s body, in camelCase. */
-export interface NotifyEvent {
-  /** Lowercase dot-separated words: `workspace.sync_failed`. */
-  topic: string;
-  /** Any JSON value (null included), at most 256 KiB serialised. */
-  data: unknown;
-  /** User names that get an inbox message of the event (`GET /v1/notifications`), webhook or not. */
-  recipients?: string[];
-  /** The same key again answers with the first result and writes nothing. Generated when omitted. */
-  idempotencyKey?: string;
-}
+/** `POST /v1/notify`'s body as sent. */
+type WireEvent = z.input<typeof notifyBody>;
+
+/**
+ * One event to notify: `POST /v1/notify`'s body (docs/api.md#post-v1notify), its key in camelCase:
+ * `topic` (lowercase dot-separated words), `data` (any JSON value, null included, at most 256 KiB
+ * serialised), `recipients` (user names that get an inbox message of
+ * the event, `GET /v1/notifications`), `idempotencyKey` (the
+ * same key again answers with the first result and writes nothing; generated when omitted).
+ */
+export type NotifyEvent = Omit<WireEvent, 'idempotency_key'> & { idempotencyKey?: string };
 
 export interface NotifyOptions {
   recipients?: string[];
@@ -21,15 +25,14 @@ export interface NotifyOptions {
   signal?: AbortSignal;
 }
 
-export interface NotifyResult {
-  event_id: string;
-  /** One webhook job per matching endpoint; empty when `skipped` says why. */
-  job_ids: string[];
-  /** Why no job was written (`webhooks_disabled`, `no_matching_endpoint`), when none was. */
-  skipped?: string;
-  /** The server's `replayed`: the key was used before, this is the first answer again, and nothing new was written. */
-  replayed: boolean;
-}
+/**
+ * The server's answer to one event (docs/api.md#notifyanswer): `event_id`; `job_ids`, one webhook
+ * job per matching endpoint, empty when `skipped` says why (`webhooks_disabled`,
+ * `no_matching_endpoint`); `replayed`, the key was used before and this is the first answer again,
+ * nothing new written; `warning`, no process running jobs has been seen in the last minute, so the
+ * jobs wait until one runs (in a batch, the batch's warning on each of its events).
+ */
+export type NotifyResult = z.output<typeof notifyAnswer>;
 
 /** What a service depends on to notify: the HTTP client and the in-memory test client both are one. */
 export interface NotifyClient {
@@ -190,7 +193,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function toResult(v: unknown, status: number): NotifyResult | null {
+function toResult(v: unknown, status: number, warning: unknown): NotifyResult | null {
   if (!isRecord(v) || typeof v.event_id !== 'string' || !Array.isArray(v.job_ids)) return null;
   if (!v.job_ids.every((j): j is string => typeof j === 'string')) return null;
   // The server says it per answer (per event in a batch). One older than that field said it only
@@ -198,6 +201,7 @@ function toResult(v: unknown, status: number): NotifyResult | null {
   const replayed = typeof v.replayed === 'boolean' ? v.replayed : status === 200;
   const r: NotifyResult = { event_id: v.event_id, job_ids: v.job_ids, replayed };
   if (typeof v.skipped === 'string') r.skipped = v.skipped;
+  if (typeof warning === 'string') r.warning = warning;
   return r;
 }
 
@@ -220,7 +224,7 @@ function describe(e: unknown): string {
 }
 
 /** The wire shape of one event: snake_case, `recipients` only when given, the key always. */
-function wireEvent(e: NotifyEvent, key: string): Record<string, unknown> {
+function wireEvent(e: NotifyEvent, key: string): WireEvent {
   return { topic: e.topic, data: e.data, ...(e.recipients !== undefined ? { recipients: e.recipients } : {}), idempotency_key: key };
 }
 
@@ -346,7 +350,7 @@ export function createClient(options: ClientOptions): AcwClient {
       const event = { topic, data, ...(opts.recipients !== undefined ? { recipients: opts.recipients } : {}) };
       const body = serialiseEvent(event, key, '');
       const { status, json } = await post('/v1/notify', body, opts.signal);
-      const result = toResult(json, status);
+      const result = toResult(json, status, isRecord(json) ? json.warning : undefined);
       if (!result) throw new AcwError(`POST /v1/notify -> ${status}: unexpected response body`, { status, code: 'bad_response' });
       return result;
     },
@@ -376,7 +380,7 @@ export function createClient(options: ClientOptions): AcwClient {
   async function postBatch(parts: string[], signal: AbortSignal | undefined): Promise<NotifyResult[]> {
     const { status, json } = await post('/v1/notify/batch', `{"events":[${parts.join(',')}]}`, signal);
     const raw = isRecord(json) && Array.isArray(json.results) ? json.results : null;
-    const results = raw?.map((r) => toResult(r, status));
+    const results = raw?.map((r) => toResult(r, status, isRecord(json) ? json.warning : undefined));
     if (!results || results.length !== parts.length || results.some((r) => r === null)) {
       throw new AcwError(`POST /v1/notify/batch -> ${status}: unexpected response body`, { status, code: 'bad_response' });
     }

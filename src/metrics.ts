@@ -309,8 +309,8 @@ export class Metrics {
         this.opts.pool.query<{ depth: number; age: number | null }>({
           name: 'acw_metrics_queue',
           text: `select
-            (select count(*)::int from (select 1 from jobs where status = 'pending' and run_at <= now() limit $1) d) as depth,
-            (select extract(epoch from now() - run_at)::float8 from jobs
+            (select count(*)::int from (select 1 from job_queue where status = 'pending' and run_at <= now() limit $1) d) as depth,
+            (select extract(epoch from now() - run_at)::float8 from job_queue
               where status = 'pending' and run_at <= now() order by run_at, id limit 1) as age`,
           values: [this.depthCap],
         }),

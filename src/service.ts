@@ -5,12 +5,15 @@ import { migrate } from './db/migrate.js';
 import { ListenHub, type Subscription } from './db/listen-hub.js';
 import { channels } from './db/sql.js';
 import { silentLogger, type Logger } from './log.js';
+import { coerceError } from './errors.js';
 import { Metrics } from './metrics.js';
 import type { FanOutContext } from './notify/fan-out.js';
 import { OutboxPump } from './notify/outbox-pump.js';
 import { jobExpiry } from './runners/expiry.js';
 import { jobPurge } from './runners/purge.js';
 import { jobReaper } from './runners/reaper.js';
+import { ensureDaysAhead, historyPartitions } from './history/partitions.js';
+import { historyUpgrade } from './history/upgrade.js';
 import { Scheduler, type PeriodicRunner } from './runners/scheduler.js';
 import { enqueueJobs } from './queue/transitions.js';
 import type { DeadHook, NewJob } from './queue/types.js';
@@ -195,6 +198,15 @@ export class Service {
     logConfig(cfg, log, opts.runners ?? []);
     if (cfg.database.migrate) await migrate(this.db.pool, { schema: cfg.database.schema, log });
     await bootstrapUsers(this.db.pool, cfg.server.auth.users, log);
+    // Finished jobs need today's partition of job_history (the history_partitions runner keeps the
+    // days ahead made). Not fatal here: a database that is not migrated yet, or not reachable, is
+    // what /readyz reports, and the runner tries again.
+    await ensureDaysAhead(this.db.pool).catch((err: unknown) => {
+      log.warn(
+        { event: 'history.partitions_error', err: coerceError(err).message },
+        'could not make the day partitions of job history yet',
+      );
+    });
     // Every process, workers or not: the API writes endpoints and POST /v1/notify fans out to them.
     await this.registry.start();
     if (!cfg.jobs.enabled) {
@@ -313,10 +325,19 @@ function periodicRunners(
             intervalMs: j.job_purge.interval,
             completedRetentionMs: j.job_purge.completed_retention,
             deadRetentionMs: j.job_purge.dead_retention,
+            successBodyRetentionMs: j.job_purge.success_body_retention,
+            auditRetentionMs: j.job_purge.audit_retention,
+            notificationRetentionMs: j.job_purge.notification_retention,
+            maxJobAgeMs: cfg.notify.webhook.max_age,
             batchSize: j.job_purge.batch_size,
           }),
         ]
       : []),
+    historyPartitions(),
+    historyUpgrade({
+      retentions: { completedMs: j.job_purge.completed_retention, deadMs: j.job_purge.dead_retention },
+      jobsChannel: ctx.channels.jobs,
+    }),
     jobExpiry({
       maxAgeMs: cfg.notify.webhook.max_age,
       alertsChannel: ctx.channels.alerts,

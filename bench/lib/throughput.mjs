@@ -11,16 +11,22 @@ import { graphile, label, pgboss, SYSTEMS } from '../systems/index.mjs';
 /**
  * `scenario` 'deliver' and 'backlog' POST to the receiver (backlog on the template with history),
  * 'noop' runs a handler that does nothing. `pgWrites`: also what PostgreSQL wrote to the WAL per
- * job (lib/pgstats.mjs), read after the clock stopped.
+ * job (lib/pgstats.mjs), read after the clock stopped. The history scenario runs it on its own
+ * server (`on`: {server, template, copy strategy, tag for the database name and the result's
+ * fields, prepare(url) before the enqueue}); the time to copy the template is then reported.
  */
-export async function runThroughput(ctx, scenario, key, run, { pgWrites = false } = {}) {
-  const { server, receiver, note } = ctx;
+export async function runThroughput(ctx, scenario, key, run, { pgWrites = false, on = null } = {}) {
+  const { receiver, note } = ctx;
+  const server = on?.server ?? ctx.server;
   const { mod, variant } = SYSTEMS[key];
   const mode = scenario === 'noop' ? 'noop' : 'deliver';
   const backlog = scenario === 'backlog';
-  const db = `b_${key.replace('-', '_')}_${scenario}_${run}`;
-  const url = await server.createDatabase(db, await ctx.template(key, backlog));
-  await ctx.experimentSettings(mod, db);
+  const db = `b_${key.replace('-', '_')}_${scenario}${on?.tag ? `_${on.tag}` : ''}_${run}`;
+  const tc = performance.now();
+  const url = await server.createDatabase(db, on?.template ?? (await ctx.template(key, backlog)), { strategy: on?.copy });
+  const copyS = (performance.now() - tc) / 1000;
+  await on?.prepare?.(url);
+  if (!on) await ctx.experimentSettings(mod, db);
   const enq = await mod.enqueue(url, { mode, n: N });
   await server.checkpoint();
   await pgssReset(url);
@@ -87,6 +93,7 @@ export async function runThroughput(ctx, scenario, key, run, { pgWrites = false 
       system: key,
       label: label(key),
       run,
+      ...(on ? { ...on.fields, copy_s: round(copyS, 1) } : {}),
       jobs: N,
       ...(timedOut ? { timed_out: true, handled_before_timeout: done } : {}),
       seconds: round(seconds, 3),

@@ -14,12 +14,13 @@ import deliver from './deliver.mjs';
 import fleet from './fleet.mjs';
 import httpBatch from './http-batch.mjs';
 import httpLatency from './http-latency.mjs';
+import history from './history.mjs';
 import httpRps from './http-rps.mjs';
 import latency from './latency.mjs';
 import noop from './noop.mjs';
 import slowEndpoints from './slow-endpoints.mjs';
 
-export const SCENARIOS = [ceiling, deliver, noop, latency, httpBatch, httpLatency, httpRps, backlog, fleet, slowEndpoints];
+export const SCENARIOS = [ceiling, deliver, noop, latency, httpBatch, httpLatency, httpRps, backlog, fleet, slowEndpoints, history];
 
 /** The reports of every scenario, each once, in the order their sections appear in latest.md. */
 export const REPORTS = [...new Set(SCENARIOS.map((s) => s.report).filter(Boolean))];

@@ -3,9 +3,12 @@
 import pg from 'pg';
 import { SECRET, TOPIC, eventData, fleetData, fleetName, fleetPath, fleetTopic } from '../lib/common.mjs';
 import { dist } from '../lib/dist.mjs';
+import { HISTORY_ENDPOINTS, HISTORY_TOPICS, layoutOf, loadFinished, loadFuture } from '../lib/history-data.mjs';
 
 /** The API token of the `service` principal the latency scenario posts with. */
 const TOKEN = 'bench-service-token-0123456789';
+/** The API token of a `viewer` (the history scenario's operator reads, as the dashboard makes them). */
+export const VIEWER_TOKEN = 'bench-viewer-token-0123456789';
 
 export const name = 'acw';
 export const NOOP_TYPE = 'bench.noop';
@@ -66,14 +69,33 @@ export async function createTemplate(server, db, { backlog } = {}) {
 /**
  * History of a busy installation: `completed` finished jobs (each with its event and its one
  * attempt row, as a real delivery leaves them), and `future` jobs scheduled a day ahead. All
- * within the purge's retention, so nothing is purged during the run.
+ * within the purge's retention, so nothing is purged during the run. On the history layout the
+ * rows go straight into job_history, job_attempts, events and the per-minute counters, spread over
+ * the last 10 hours (lib/history-data.mjs); on an older build's `jobs` table, as they always did.
  */
 async function seedBacklog(pool, { completed, future }) {
+  const client = await pool.connect();
+  try {
+    if ((await layoutOf(client)) === 'history') {
+      const now = (await client.query(`select extract(epoch from now())::float8 * 1000 as ms`)).rows[0].ms;
+      await loadFinished(client, { rows: completed, fromMs: now - 10 * 3_600_000, toMs: now, style: 'backlog' });
+      await loadFuture(client, future);
+    } else {
+      await seedBacklogJobs(client, { completed, future });
+    }
+    await client.query('vacuum (freeze, analyze)');
+  } finally {
+    client.release();
+  }
+}
+
+/** The backlog on the `jobs` table of builds before the history layout. */
+async function seedBacklogJobs(db, { completed, future }) {
   const body = `'{"event_id":"' || e.id || '","topic":"order.paid","occurred_at":"' || to_char(e.created_at, 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '","data":{"seq":' || g || ',"order_id":"ord_' || lpad(g::text, 8, '0') || '","amount_cents":2500,"currency":"EUR","customer":{"id":"cus_1","email":"customer1@example.com"},"items":2}}'`;
   const step = 200_000;
   for (let lo = 1; lo <= completed; lo += step) {
     const hi = Math.min(completed, lo + step - 1);
-    await pool.query(
+    await db.query(
       `
       with g as (select g, gen_random_uuid() as eid, now() - (g % 36000) * interval '1 second' as t from generate_series($1::int, $2::int) g),
       e as (
@@ -92,7 +114,7 @@ async function seedBacklog(pool, { completed, future }) {
       [lo, hi],
     );
   }
-  await pool.query(
+  await db.query(
     `with g as (select g, gen_random_uuid() as eid, now() as t from generate_series(1, $1::int) g),
      e as (
        insert into events (id, topic, data, principal, dispatched_at, created_at)
@@ -104,7 +126,6 @@ async function seedBacklog(pool, { completed, future }) {
      from e2 e`,
     [future],
   );
-  await pool.query('vacuum (freeze, analyze)');
 }
 
 /**
@@ -146,12 +167,20 @@ export async function enqueue(url, { mode, n, batch = 1000, fleet }) {
   }
 }
 
+/** The table live jobs are in: job_queue on the history layout, else jobs. Read once per connection. */
+const liveTables = new WeakMap();
+async function liveTable(client) {
+  if (!liveTables.has(client)) liveTables.set(client, (await layoutOf(client)) === 'history' ? 'job_queue' : 'jobs');
+  return liveTables.get(client);
+}
+
 /** Nothing left to do: no undispatched event, no due pending job, no running job (all read from indexes). */
 export async function isDone(client) {
+  const live = await liveTable(client);
   const r = await client.query(`select
       not exists (select 1 from events where dispatched_at is null)
-      and not exists (select 1 from jobs where status = 'pending' and run_at < now() + interval '1 hour')
-      and not exists (select 1 from jobs where status = 'running') as done`);
+      and not exists (select 1 from ${live} where status = 'pending' and run_at < now() + interval '1 hour')
+      and not exists (select 1 from ${live} where status = 'running') as done`);
   return r.rows[0].done;
 }
 
@@ -159,6 +188,17 @@ export async function verify(client, { mode, since }) {
   if (mode === 'noop') {
     const r = await client.query(`select count(*)::int as n from jobs where type = $1 and status = 'completed'`, [NOOP_TYPE]);
     return { completed: r.rows[0].n };
+  }
+  if ((await liveTable(client)) === 'job_queue') {
+    // The tables themselves: through the jobs view a filter on completed_at prunes no day partition.
+    const h = await client.query(
+      `select (select count(*)::int from job_history where status = 'completed' and finished_at >= to_timestamp($1 / 1000.0) - interval '5 s') as completed,
+              (select count(*)::int from job_queue where status = 'pending' and run_at < now() + interval '1 hour')
+                + (select count(*)::int from job_history where status = 'dead' and finished_at >= to_timestamp($1 / 1000.0) - interval '5 s') as not_completed,
+              (select count(*)::int from job_attempts where created_at >= to_timestamp($1 / 1000.0) - interval '5 s') as attempts`,
+      [since],
+    );
+    return h.rows[0];
   }
   const r = await client.query(
     `select (select count(*)::int from jobs where status = 'completed' and completed_at >= to_timestamp($1 / 1000.0) - interval '5 s') as completed,
@@ -270,22 +310,56 @@ function fleetEndpoints(base, fleet) {
 /**
  * `http`: also the HTTP API, as `acw-webhooks serve` runs it. `jobs: false`: `jobs.enabled: false`
  * (no dispatcher, workers or runners), the API-only `serve` of a deployment with separate workers.
+ * `operator`: a `viewer` token too (VIEWER_TOKEN). mode 'history': the history scenario's 20
+ * endpoints (names and topics of its rows, lib/history-data.mjs). `logLevel` overrides the level.
  */
-export async function prepareWorker({ url, receiverUrl, variant, mode, onHandled, http = false, jobs = true, fleet }) {
+export async function prepareWorker({
+  url,
+  receiverUrl,
+  variant,
+  mode,
+  onHandled,
+  http = false,
+  jobs = true,
+  fleet,
+  operator = false,
+  logLevel,
+}) {
   const { parseConfig } = await dist('config/index.js');
   const { createLogger } = await dist('log.js');
   const { Service } = await dist('service.js');
   const v = variants[variant];
   const raw = {
     database: { url, ...(v.poolSize ? { pool_size: v.poolSize } : {}) },
-    log: { level: process.env.BENCH_ACW_LOG_LEVEL ?? 'info' },
-    ...(http ? { server: { listen: '127.0.0.1:0', auth: { users: [{ name: 'bench', role: 'service', token: TOKEN }] } } } : {}),
+    log: { level: logLevel ?? process.env.BENCH_ACW_LOG_LEVEL ?? 'info' },
+    ...(http
+      ? {
+          server: {
+            listen: '127.0.0.1:0',
+            auth: {
+              users: [
+                { name: 'bench', role: 'service', token: TOKEN },
+                ...(operator ? [{ name: 'bench-viewer', role: 'viewer', token: VIEWER_TOKEN }] : []),
+              ],
+            },
+          },
+        }
+      : {}),
     ...(v.workers || !jobs ? { jobs: { ...(v.workers ? { workers: v.workers } : {}), ...(jobs ? {} : { enabled: false }) } } : {}),
     notify: {
       webhook: {
         ...(mode === 'fleet'
           ? { endpoints: fleetEndpoints(new URL(receiverUrl).origin, fleet) }
-          : { url: receiverUrl, secret: SECRET, topics: ['order.*'] }),
+          : mode === 'history'
+            ? {
+                endpoints: HISTORY_ENDPOINTS.map((endpoint) => ({
+                  name: endpoint,
+                  url: `${new URL(receiverUrl).origin}/h/${endpoint}`,
+                  secret: SECRET,
+                  topics: HISTORY_TOPICS,
+                })),
+              }
+            : { url: receiverUrl, secret: SECRET, topics: ['order.*'] }),
         ...(v.workers ? { max_in_flight: v.workers } : {}),
       },
     },

@@ -1,108 +1,21 @@
 // The dashboard speaks only the public /v1 API, with its session cookie (never a token in the page).
+import type { z } from 'zod';
+import type * as A from '../../src/http/contract/answers.js';
 
-export interface Me {
-  user: { name: string; role: 'admin' | 'viewer' | 'service' };
-  expires_at?: string;
-}
-
-export interface Page<T> {
-  items: T[];
-  next_cursor: string | null;
-}
-
-export interface Job {
-  id: string;
-  type: string;
-  status: 'pending' | 'running' | 'completed' | 'dead' | 'cancelled';
-  attempts: number;
-  max_attempts: number;
-  run_at: string;
-  last_error: string | null;
-  created_at: string;
-  completed_at: string | null;
-  topic: string | null;
-  endpoint: string | null;
-  event_id: string | null;
-}
-
-export interface Attempt {
-  attempt: number;
-  status_code: number | null;
-  error_kind: string | null;
-  error: string | null;
-  duration_ms: number;
-  response_body: string | null;
-  created_at: string;
-}
-
-export interface JobDetail extends Job {
-  payload?: unknown;
-  deliveries: Attempt[];
-}
-
-export interface Endpoint {
-  /** config: the config file; api: created through POST /v1/endpoints. */
-  source: 'config' | 'api';
-  name: string;
-  url: string;
-  topics: string[];
-  enabled: boolean;
-  description: string;
-  scheme: 'acw' | 'standard';
-  timeout_ms: number;
-  max_in_flight: number;
-  /** Deliveries per second across all processes; null: none. */
-  rate_limit: number | null;
-  /** A secret rotation under way until then; null: none. */
-  rotate_until: string | null;
-  attempts: number;
-  success_rate: number | null;
-  p50_duration_ms: number | null;
-  p99_duration_ms: number | null;
-  last_error: string | null;
-  last_error_at: string | null;
-  paused: boolean;
-  paused_by: string | null;
-  circuit: {
-    state: 'closed' | 'open' | 'half_open' | string;
-    since: string | null;
-    next_probe_at: string | null;
-    consecutive_failures: number;
-  };
-  in_flight: number | null;
-  held_jobs: number;
-  window_minutes: number;
-}
-
-export interface Alert {
-  id: number;
-  action: string;
-  created_at: string;
-  [detail: string]: unknown;
-}
-
-export interface Notification {
-  id: number;
-  topic: string;
-  data: unknown;
-  read_at: string | null;
-  created_at: string;
-}
-
-export interface Stats {
-  now: string;
-  queue: Record<string, number>;
-  oldest_due: { run_at: string; age_seconds: number } | null;
-  deliveries: {
-    window: string;
-    bucket_seconds: number;
-    total: number;
-    failed: number;
-    failure_rate: number;
-    per_minute: number;
-    buckets: Array<{ at: string; ok: number; failed: number }>;
-  };
-}
+// The answers' types are the server's own schemas (src/http/contract/answers.ts), imported as types
+// only: nothing of the server enters the bundle.
+export type Me = z.infer<typeof A.sessionAnswer>;
+/** A page of a list: `next_cursor` null on the last. */
+export type Page<T> = { items: T[]; next_cursor: z.infer<typeof A.jobPage>['next_cursor'] };
+export type Job = z.infer<typeof A.jobAnswer>;
+export type Attempt = z.infer<typeof A.attemptAnswer>;
+export type JobDetail = z.infer<typeof A.jobDetailAnswer>;
+export type Endpoint = z.infer<typeof A.endpointAnswer>;
+export type Alert = z.infer<typeof A.alertAnswer>;
+export type Notification = z.infer<typeof A.notificationAnswer>;
+export type Stats = z.infer<typeof A.statsAnswer>;
+export type WorkerProcess = z.infer<typeof A.processAnswer>;
+export type ReplayAnswer = z.infer<typeof A.replayAnswer>;
 
 /** A refusal from the API, with the field it names when it names one. */
 export class ApiFail extends Error {
@@ -158,10 +71,14 @@ export function qs(params: Record<string, string | number | undefined | null>): 
   return s ? `?${s}` : '';
 }
 
+/** The alert filter's choices: a value the page needs at run time, checked against the server's list by type. */
 export const ALERT_ACTIONS = [
   'webhook.dead_letter',
   'job.dead_letter',
   'endpoint.circuit_opened',
   'endpoint.circuit_closed',
   'endpoint.expired',
-] as const;
+] as const satisfies readonly Alert['action'][];
+// Every action the server has is offered: a new one fails to compile here until it is added above.
+type OnlyNever<T extends never> = T;
+export type UnofferedAlertActions = OnlyNever<Exclude<Alert['action'], (typeof ALERT_ACTIONS)[number]>>;

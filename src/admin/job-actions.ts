@@ -1,11 +1,12 @@
 import type pg from 'pg';
 import { isValidTopic } from '../config/index.js';
 import { withTransaction } from '../db/pool.js';
-import { redriveWhere, type RedriveMatch } from '../queue/job-rows.js';
+import { HISTORY_JOB_COLUMNS, LIVE_JOB_COLUMNS, redriveWhere, type RedriveMatch } from '../queue/job-rows.js';
+import { promoteLegacyJobs, type LegacyMatch } from '../history/upgrade.js';
 import { operatorCancelJob, operatorRedriveJobs, operatorRetryJob } from '../queue/transitions.js';
 import { writeAudit } from './audit.js';
 import { ApiError, badField } from '../errors.js';
-import { JOB_COLUMNS, toJobView, type JobRow, type JobView } from './job-view.js';
+import { toJobView, type JobRow, type JobView } from './job-view.js';
 import { requireText, requireUuid } from './params.js';
 
 /**
@@ -14,9 +15,17 @@ import { requireText, requireUuid } from './params.js';
  * re-queued jobs up at once.
  */
 
+/**
+ * Lock the job where it is: job_queue while it is live, job_history once finished (a job still in
+ * the old layout's table is brought over first). A job finishing meanwhile is found in history,
+ * since the live row's lock waits for that commit and then finds the row gone.
+ */
 async function lockJob(client: pg.ClientBase, id: string): Promise<JobRow> {
-  const res = await client.query<JobRow>(`select ${JOB_COLUMNS} from jobs where id = $1 for update`, [id]);
-  const row = res.rows[0];
+  const live = await client.query<JobRow>(`select ${LIVE_JOB_COLUMNS} from job_queue where id = $1 for update`, [id]);
+  if (live.rows[0]) return live.rows[0];
+  await promoteLegacyJobs(client, { where: (p) => `id = ${p(0)}`, values: [id] });
+  const done = await client.query<JobRow>(`select ${HISTORY_JOB_COLUMNS} from job_history where id = $1 for update`, [id]);
+  const row = done.rows[0];
   if (!row) throw new ApiError(404, 'not_found', `id: no job ${id}`, { field: 'id' });
   return row;
 }
@@ -98,14 +107,28 @@ export async function redriveJobs(db: pg.Pool, f: RedriveFilter, actor: string, 
     filter.since = f.since.toISOString();
   }
   if (f.dry_run === true) {
+    await promoteLegacyJobs(db, legacyRedrive(match));
     const { where, values } = redriveWhere(match);
-    const res = await db.query<{ n: number }>(`select count(*)::int as n from jobs where ${where}`, values);
+    const res = await db.query<{ n: number }>(`select count(*)::int as n from job_history where ${where}`, values);
     return { count: res.rows[0]?.n ?? 0 };
   }
   return withTransaction(db, async (client) => {
+    await promoteLegacyJobs(client, legacyRedrive(match));
     const count = await operatorRedriveJobs(client, match);
     if (count > 0) await client.query(`select pg_notify($1, '')`, [jobsChannel]);
     await writeAudit(client, { action: 'job.redrive', actor, targetType: 'jobs', targetId: null, details: { filter, count } });
     return { count };
   });
+}
+
+/** The dead jobs of the old layout's table that a redrive matches (its columns, not job_history's). */
+function legacyRedrive(m: RedriveMatch): LegacyMatch {
+  const parts: Array<{ col: string; op: string; value: unknown }> = [];
+  if (m.topic !== undefined) parts.push({ col: `payload->>'topic'`, op: '=', value: m.topic });
+  if (m.endpoint !== undefined) parts.push({ col: 'endpoint', op: '=', value: m.endpoint });
+  if (m.since !== undefined) parts.push({ col: 'updated_at', op: '>=', value: m.since });
+  return {
+    where: (p) => [`status = 'dead'`, ...parts.map((x, i) => `${x.col} ${x.op} ${p(i)}`)].join(' and '),
+    values: parts.map((x) => x.value),
+  };
 }

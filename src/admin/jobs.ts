@@ -20,7 +20,7 @@ export async function listJobs(db: Queryable, f: JobFilter = {}): Promise<{ item
   };
   if (f.status !== undefined) add((p) => `status = ${p}`, requireStatus(f.status));
   if (f.type !== undefined) add((p) => `type = ${p}`, requireText(f.type, 'type'));
-  if (f.topic !== undefined) add((p) => `payload->>'topic' = ${p}`, requireText(f.topic, 'topic'));
+  if (f.topic !== undefined) add((p) => `topic = ${p}`, requireText(f.topic, 'topic'));
   if (f.endpoint !== undefined) add((p) => `endpoint = ${p}`, requireText(f.endpoint, 'endpoint'));
   if (f.event_id !== undefined) add((p) => `event_id = ${p}::uuid`, requireUuid(f.event_id, 'event_id'));
   if (f.created_after !== undefined) add((p) => `created_at >= ${p}`, f.created_after);

@@ -12,6 +12,12 @@ import { VERSION } from '../version.js';
 
 /** How often a process refreshes its row. */
 export const BEAT_MS = 10_000;
+/**
+ * The job layout this version writes (migration 0010: job_queue and job_history): a migration that
+ * changes it again can tell the processes that write the old one.
+ */
+export const JOB_LAYOUT = 2;
+
 /** A row not seen for this long is shown as gone: three missed beats. */
 export const GONE_MS = 3 * BEAT_MS;
 /** Rows gone for this long are deleted (by any registering process, at most every PURGE_EVERY_BEATS beats). */
@@ -64,8 +70,8 @@ export class ProcessRegistration {
       // started_at is kept from the first beat: a row deleted meanwhile (a long pause) comes back as it was.
       const res = await this.pool.query<{ started_at: Date }>({
         name: 'acw_process_beat',
-        text: `insert into processes as p (id, mode, host, pid, version, jobs, started_at, in_flight, runners)
-               values ($1, $2, $3, $4, $5, $6, coalesce($7::timestamptz, now()), $8, $9)
+        text: `insert into processes as p (id, mode, host, pid, version, jobs, started_at, in_flight, runners, layout)
+               values ($1, $2, $3, $4, $5, $6, coalesce($7::timestamptz, now()), $8, $9, ${JOB_LAYOUT})
                on conflict (id) do update set last_seen = now(), in_flight = excluded.in_flight, runners = excluded.runners
                returning p.started_at`,
         values: [i.id, i.mode, hostname(), process.pid, VERSION, i.jobs, this.startedAt, i.inFlight(), i.runners()],

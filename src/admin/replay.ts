@@ -6,7 +6,8 @@ import { ApiError, badField } from '../errors.js';
 import type { Logger } from '../log.js';
 import { insertJobs, replayJobs } from '../queue/transitions.js';
 import type { NewJob } from '../queue/types.js';
-import { WEBHOOK_JOB, buildBody, webhookJobId, type DeliverPayload } from '../webhook/job.js';
+import { WEBHOOK_JOB, buildBody, webhookJobId, webhookJobIdV5, type DeliverPayload } from '../webhook/job.js';
+import { promoteLegacyJobs } from '../history/upgrade.js';
 import { writeAudit } from './audit.js';
 import { requireEndpoint } from './params.js';
 import { isPrintable } from './params.js';
@@ -74,7 +75,6 @@ export interface ReplayAnswer {
 }
 
 /** Events read, and jobs made, per statement. */
-const PAGE = 1000;
 /** Idempotency keys are honoured at least this long, as notify's are. */
 const KEY_TTL = '24 hours';
 
@@ -132,11 +132,15 @@ function whitelist(topics: readonly string[]): { all: boolean; exact: string[]; 
   };
 }
 
-/** Dispatched events of the window that match the whitelist and have no job for the endpoint (jobs_event_idx). */
-const MISSING = `from events e
+/** Events are read a page at a time. */
+const PAGE = 1000;
+
+/** Dispatched events of the window that match the whitelist, a page after ($6, $7) in (created_at, id) order. */
+const WINDOW_EVENTS = `select e.id, e.topic, e.data, e.created_at from events e
   where e.dispatched_at is not null and e.created_at >= $1 and e.created_at < $2
     and ($3::boolean or e.topic = any($4::text[]) or e.topic like any($5::text[]))
-    and not exists (select 1 from jobs j where j.event_id = e.id and j.endpoint = $6)`;
+    and (e.created_at, e.id) > ($6::timestamptz, $7::uuid)
+  order by e.created_at, e.id limit ${PAGE}`;
 
 interface EventRow {
   id: string;
@@ -160,6 +164,13 @@ export async function replayEndpoint(ctx: ReplayContext, name: string, req: Repl
     const since = start.since.getTime() > until.getTime() ? until : start.since;
     const limited = start.limited;
     const statuses = p.status === 'all' ? ['dead', 'completed'] : ['dead'];
+    if (!p.dryRun) {
+      // Jobs of the window still in the old layout's table are brought over, where replayJobs looks.
+      await promoteLegacyJobs(client, {
+        where: (q) => `endpoint = ${q(0)} and created_at >= ${q(1)} and created_at < ${q(2)}`,
+        values: [ep.name, since, until],
+      });
+    }
     const byStatus = await client.query<{ status: string; n: number }>(
       `select status, count(*)::int as n from jobs where endpoint = $1 and created_at >= $2 and created_at < $3 group by status`,
       [ep.name, since, until],
@@ -171,15 +182,15 @@ export async function replayEndpoint(ctx: ReplayContext, name: string, req: Repl
       else unchanged[r.status] = r.n;
     }
     const w = whitelist(ep.topics);
-    const match = [since, until, w.all, w.exact, w.like, ep.name];
+    const match = [since, until, w.all, w.exact, w.like];
     let reset = resettable;
     let created = 0;
     if (p.dryRun) {
-      created = (await client.query<{ n: number }>(`select count(*)::int as n ${MISSING}`, match)).rows[0]?.n ?? 0;
+      created = await createMissing(client, ctx, ep, match, false);
     } else {
       reset = await replayJobs(client, { endpoint: ep.name, since, until, statuses });
       if (reset > 0) await client.query(`select pg_notify($1, '')`, [ctx.jobsChannel]);
-      created = await createMissing(client, ctx, ep, match);
+      created = await createMissing(client, ctx, ep, match, true);
     }
     const answer: ReplayAnswer = {
       endpoint: ep.name,
@@ -257,32 +268,47 @@ async function windowStart(client: Queryable, ctx: ReplayContext, p: ParsedRepla
   return p.since.getTime() < horizon.getTime() ? { since: horizon, limited: true } : { since: p.since, limited: false };
 }
 
-/** Jobs for the window's events with none for this endpoint, a page at a time, as the fan-out makes them (same id). */
-async function createMissing(client: Queryable, ctx: ReplayContext, ep: Endpoint, match: unknown[]): Promise<number> {
+/**
+ * Jobs for the window's events with none for this endpoint, a page at a time, as the fan-out makes
+ * them (same id); or, on a dry run (`write` false), how many it would make. An event has a job when
+ * its id exists anywhere in `jobs`: the id the fan-out makes now, or the one older versions made
+ * (webhookJobIdV5), so that a delivery made before an upgrade is never sent again under a new id.
+ */
+async function createMissing(client: Queryable, ctx: ReplayContext, ep: Endpoint, match: unknown[], write: boolean): Promise<number> {
   let created = 0;
   let after: [Date, string] = [new Date(0), '00000000-0000-0000-0000-000000000000'];
   for (;;) {
-    const page = await client.query<EventRow>(
-      `select e.id, e.topic, e.data, e.created_at ${MISSING} and (e.created_at, e.id) > ($7::timestamptz, $8::uuid)
-       order by e.created_at, e.id limit ${PAGE}`,
-      [...match, ...after],
+    const page = await client.query<EventRow>(WINDOW_EVENTS, [...match, ...after]);
+    const ids = page.rows.map((ev) => webhookJobId(ev.id, ep.name));
+    const older = page.rows.map((ev) => webhookJobIdV5(ev.id, ep.name));
+    // A job finishes after its event was made, so history before the page's first event holds none
+    // of them: the bound prunes every older day partition from the lookup.
+    const first = page.rows[0]?.created_at ?? new Date(0);
+    const have = await client.query<{ id: string }>(
+      `select id from jobs where id = any($1::uuid[]) and (finished_at is null or finished_at >= $2)`,
+      [[...ids, ...older], first],
     );
-    const jobs: NewJob[] = page.rows.map((ev) => {
-      const payload: DeliverPayload = {
-        topic: ev.topic,
-        body: buildBody({ id: ev.id, topic: ev.topic, occurredAt: ev.created_at, data: ev.data }),
-      };
-      return {
-        id: webhookJobId(ev.id, ep.name),
-        type: WEBHOOK_JOB,
-        payload,
-        maxAttempts: ctx.maxAttempts,
-        eventId: ev.id,
-        endpoint: ep.name,
-      };
-    });
-    // skipExisting: a job made since the read (a concurrent replay) is left as it is.
-    created += (await insertJobs(client, jobs, ctx.jobsChannel, undefined, { skipExisting: true })).ids.length;
+    const exists = new Set(have.rows.map((r) => r.id));
+    const missing = page.rows.filter((_, i) => !exists.has(ids[i]!) && !exists.has(older[i]!));
+    if (!write) created += missing.length;
+    else if (missing.length > 0) {
+      const jobs: NewJob[] = missing.map((ev) => {
+        const payload: DeliverPayload = {
+          topic: ev.topic,
+          body: buildBody({ id: ev.id, topic: ev.topic, occurredAt: ev.created_at, data: ev.data }),
+        };
+        return {
+          id: webhookJobId(ev.id, ep.name),
+          type: WEBHOOK_JOB,
+          payload,
+          maxAttempts: ctx.maxAttempts,
+          eventId: ev.id,
+          endpoint: ep.name,
+        };
+      });
+      // skipExisting: a job made since the read (a concurrent replay) is left as it is.
+      created += (await insertJobs(client, jobs, ctx.jobsChannel, undefined, { skipExisting: true })).ids.length;
+    }
     const last = page.rows.at(-1);
     if (!last || page.rows.length < PAGE) return created;
     after = [last.created_at, last.id];

@@ -27,6 +27,9 @@ import {
   topics,
 } from './fields.js';
 import { checkAuth, checkCircuit, checkEndpoint, checkRetry, checkWebhook, isObject, type AddIssue } from './rules.js';
+import { ROLES } from '../roles.js';
+
+export { ROLES, type Role } from '../roles.js';
 
 /** Cross-key rules run even when a sibling failed, so one pass reports every problem. */
 function withRule<T extends z.ZodType>(schema: T, rule: (value: unknown, add: AddIssue) => void): T {
@@ -35,7 +38,6 @@ function withRule<T extends z.ZodType>(schema: T, rule: (value: unknown, add: Ad
   });
 }
 
-export const ROLES = ['admin', 'viewer', 'service'] as const;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export const SCHEMES = ['acw', 'standard'] as const;
 
@@ -184,7 +186,16 @@ const jobs = strict({
     enabled: bool().default(true).describe('delete old completed and dead jobs'),
     interval: duration({ positive: true }).prefault('24h').describe('how often the purge runs'),
     completed_retention: duration().prefault('168h').describe('keep completed jobs this long'),
-    dead_retention: duration().prefault('720h').describe('keep dead jobs this long'),
+    dead_retention: duration().prefault('720h').describe('keep dead and cancelled jobs this long'),
+    success_body_retention: duration()
+      .prefault('0s')
+      .describe('keep the response body of 2xx attempts this long (whole days), then only the attempt; 0 keeps it as long as the attempt'),
+    audit_retention: duration()
+      .prefault('8760h')
+      .describe('keep audit rows (dead letters, alerts, operator actions) this long; 0 keeps them forever'),
+    notification_retention: duration()
+      .prefault('2160h')
+      .describe('keep unread in-app notifications this long (read ones go after dead_retention)'),
     batch_size: int(1, 100_000).default(1000).describe('rows deleted per statement'),
   })
     .prefault({})
@@ -261,7 +272,6 @@ export type DeepReadonly<T> = T extends readonly (infer U)[]
 export type ConfigData = z.output<typeof configSchema>;
 /** The effective configuration: parsed once at start, frozen, passed down. */
 export type Config = DeepReadonly<ConfigData>;
-export type Role = (typeof ROLES)[number];
 export type LogLevel = (typeof LOG_LEVELS)[number];
 export type Scheme = (typeof SCHEMES)[number];
 /** A parsed application runner block: `interval` in milliseconds, the runner's own keys as written. */

@@ -272,8 +272,11 @@ export class EndpointStates {
       });
     }
     const freed = [...this.cache].some(([ep, s]) => isHolding(s) && !isHolding(next.get(ep)));
+    // Newly held here (opened or paused through another process): the pool hands back what it
+    // claimed ahead for it, so that no delivery of it waits leased in this process.
+    const held = [...next].some(([ep, s]) => isHolding(s) && !isHolding(this.cache.get(ep)));
     this.cache = next;
-    if (freed) this.runner?.wake(true);
+    if (freed || held) this.runner?.wake(freed);
   }
 
   private async tick(): Promise<void> {

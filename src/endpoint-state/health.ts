@@ -3,11 +3,12 @@ import { redactUrl, type Endpoint, type Scheme } from '../config/index.js';
 import type { Queryable } from '../db/pool.js';
 import { badField } from '../errors.js';
 import type { CircuitState } from './types.js';
+import { deliveryHealth } from '../history/stats.js';
 
 /**
  * What operators read of endpoints (`GET /v1/endpoints`, `endpoints list`, the endpoint metrics):
  * each endpoint's shared state (`endpoint_state`, held jobs counted) and its recent delivery health
- * (`webhook_attempts`), beside its config.
+ * (per-minute counters, `delivery_stats`), beside its config.
  */
 
 /** One endpoint's shared state as operators see it; an endpoint with no row is closed with no failures. */
@@ -46,7 +47,7 @@ interface StateRow {
 
 /**
  * The state of each endpoint in one statement. Held jobs are counted only for an endpoint that holds
- * them, through jobs_due_endpoint_idx (endpoint, run_at, id) where status = 'pending', and at most
+ * them, through job_queue_due_endpoint_idx (endpoint, run_at, id) where status = 'pending', and at most
  * `cap` each, so a large backlog costs a bounded index read.
  */
 export async function readEndpointStates(
@@ -59,7 +60,7 @@ export async function readEndpointStates(
     text: `select e.name as endpoint, s.circuit, s.circuit_since, s.opened_at, s.next_probe_at, s.consecutive_failures,
          s.last_error, s.last_error_at, s.paused, s.paused_at, s.paused_by,
          case when coalesce(s.circuit, 'closed') <> 'closed' or coalesce(s.paused, false) or not e.enabled
-           then (select count(*)::int from (select 1 from jobs j
+           then (select count(*)::int from (select 1 from job_queue j
                   where j.status = 'pending' and j.endpoint = e.name and j.run_at <= now() limit $3) h)
            else 0 end as held_jobs
        from unnest($1::text[], $2::bool[]) as e(name, enabled)
@@ -143,15 +144,6 @@ export interface LocalDeliveries {
   inFlightFor?: (endpoint: string) => number;
 }
 
-interface StatRow {
-  endpoint: string;
-  attempts: number;
-  success_rate: number;
-  p50: number | null;
-  p99: number | null;
-  last_attempt_at: Date | null;
-}
-
 /** Attempts are timed in whole ms; an interpolated percentile is shown to 0.1 ms, not as 56.519999999999996. */
 function roundMs(ms: number | null | undefined): number | null {
   return ms === null || ms === undefined ? null : Math.round(ms * 10) / 10;
@@ -166,32 +158,16 @@ export async function endpointHealth(
   if (!Number.isInteger(windowMinutes) || windowMinutes < 1 || windowMinutes > 7 * 24 * 60) {
     throw badField('window', 'expected whole minutes from 1 to 10080');
   }
-  const names = endpoints.map((e) => e.name);
-  const stats = await db.query<StatRow>(
-    `select endpoint, count(*)::int as attempts,
-       avg(case when status_code between 200 and 299 then 1 else 0 end)::float8 as success_rate,
-       percentile_cont(0.5) within group (order by duration_ms) as p50,
-       percentile_cont(0.99) within group (order by duration_ms) as p99,
-       max(created_at) as last_attempt_at
-     from webhook_attempts
-     where endpoint = any($1::text[]) and created_at > now() - $2 * interval '1 minute' and not aborted
-     group by endpoint`,
-    [names, windowMinutes],
-  );
-  const errors = await db.query<{ endpoint: string; error: string | null; created_at: Date }>(
-    `select distinct on (endpoint) endpoint, coalesce(error, error_kind) as error, created_at
-     from webhook_attempts
-     where endpoint = any($1::text[]) and created_at > now() - $2 * interval '1 minute' and error_kind is not null and not aborted
-     order by endpoint, created_at desc`,
-    [names, windowMinutes],
+  // Per-minute counters (src/history/stats.ts), not attempt rows: the same cost at any volume.
+  const health = await deliveryHealth(
+    db,
+    endpoints.map((e) => e.name),
+    windowMinutes,
   );
   const states = await readEndpointStates(db, endpoints);
-  const byName = new Map(stats.rows.map((r) => [r.endpoint, r]));
-  const errByName = new Map(errors.rows.map((r) => [r.endpoint, r]));
   const caps = local.caps?.();
   return endpoints.map((e) => {
-    const s = byName.get(e.name);
-    const err = errByName.get(e.name);
+    const s = health.get(e.name);
     const st = states.get(e.name);
     return {
       name: e.name,
@@ -212,8 +188,8 @@ export async function endpointHealth(
       success_rate: s ? s.success_rate : null,
       p50_duration_ms: roundMs(s?.p50),
       p99_duration_ms: roundMs(s?.p99),
-      last_error: err?.error ?? null,
-      last_error_at: iso(err?.created_at ?? null),
+      last_error: s?.last_error ?? null,
+      last_error_at: iso(s?.last_error_at ?? null),
       last_attempt_at: iso(s?.last_attempt_at ?? null),
       paused: st?.paused ?? false,
       paused_at: iso(st?.paused_at ?? null),

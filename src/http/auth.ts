@@ -1,10 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Principal } from '../admin/users.js';
-import type { Role } from '../config/index.js';
+import type { Role } from '../roles.js';
 import { ApiError } from '../errors.js';
 
 /**
- * Bearer-token auth (roles: admin, viewer, service), or the dashboard's session cookie. Each route names the roles that may call it in its `config.roles`
+ * Bearer-token auth (src/roles.ts), or the dashboard's session cookie. Each route's entry in the
+ * registry (src/http/contract/routes.ts) names the roles that may call it, set as its `config.roles`
  * (`'any'`: every authenticated user); routes without it (health, metrics) are public. A known
  * token is served from the process's cache (src/admin/token-cache.ts: 1 s at most, a revoke evicts
  * it through NOTIFY), so the hot path reads no `users` row.
@@ -17,10 +18,6 @@ declare module 'fastify' {
     roles?: readonly Role[] | 'any';
   }
 }
-
-export const SERVICE: readonly Role[] = ['service', 'admin'];
-export const READ: readonly Role[] = ['viewer', 'admin'];
-export const ADMIN: readonly Role[] = ['admin'];
 
 const unauthorized = (message: string): ApiError =>
   new ApiError(401, 'unauthorized', message, { field: 'authorization' }, { 'www-authenticate': 'Bearer' });

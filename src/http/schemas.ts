@@ -111,6 +111,21 @@ export const redriveBody = z.strictObject({
   dry_run: z.boolean().optional(),
 });
 
+/** `GET /v1/stats`: the window of the delivery series. */
+export const statsQuery = z.strictObject({ window: z.enum(['1h', '24h'], { error: 'expected 1h or 24h' }).optional() });
+
+/** Replay: `since`, `until` and `status` are checked by admin/replay.ts, the same checks as the CLI's. */
+export const replayBody = z.strictObject({
+  since: z.string({ error: 'required: an RFC 3339 time or a duration like "2h"' }).max(64),
+  until: z.string().max(64).optional(),
+  status: z.string().max(64).optional(),
+  dry_run: z.boolean({ error: 'expected true or false' }).optional(),
+  idempotency_key: z.string().min(1).max(200).refine(isPrintable, 'expected printable characters').optional(),
+});
+
+/** Dashboard sign-in: an admin or viewer token, traded for a session cookie. */
+export const signInBody = z.strictObject({ token: z.string().min(1, 'expected the API token').max(512, 'too long for a token') });
+
 /** The `Last-Event-ID` header of a reconnecting SSE client. */
 export function lastEventId(header: string | string[] | undefined): number | undefined {
   if (header === undefined) return undefined;

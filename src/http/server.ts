@@ -7,7 +7,8 @@ import { installAuth } from './auth.js';
 import { installGracefulClose } from './shutdown.js';
 import { ApiError } from '../errors.js';
 import { mapError } from './errors.js';
-import { openApiDocument } from './openapi-document.js';
+import { openApiDocument } from './contract/document.js';
+import { route } from './route.js';
 import { alertRoutes, OpenStreams } from './routes/alerts.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { endpointRoutes } from './routes/endpoints.js';
@@ -26,6 +27,20 @@ const CLOSE_GRACE_MS = 10_000;
 export interface HttpServerOptions {
   /** `serve`: the whole API; `worker`: only /healthz, /readyz and /metrics. */
   mode: 'serve' | 'worker';
+  /** Called before the server is sealed, to add hooks of one's own (the test suite checks every answer against the document so). */
+  extend?: (app: FastifyInstance) => void;
+}
+
+/**
+ * The document's `servers`: server.public_url, else the address it listens on; a wildcard address
+ * (0.0.0.0, ::) names no host a client could use, so then `/`, relative to where the document was fetched.
+ */
+function serverUrl(app: FastifyInstance, publicUrl: string): string {
+  if (publicUrl) return publicUrl.replace(/\/+$/, '');
+  const addr = app.server.address();
+  if (!addr || typeof addr === 'string' || addr.address === '0.0.0.0' || addr.address === '::') return '/';
+  const host = addr.address.includes(':') ? `[${addr.address}]` : addr.address;
+  return `http://${host}:${addr.port}`;
 }
 
 /**
@@ -111,12 +126,16 @@ export async function createHttpServer(svc: Service, opts: HttpServerOptions): P
     sessionRoutes(app, svc, sessions);
     dashboardRoutes(app);
     // Public, like /healthz: the shape of the API, generated from the routes' schemas (docs/api.md).
-    const openapi = openApiDocument();
-    app.get('/openapi.json', async () => openapi);
+    let openapi: string | undefined;
+    route(app, 'openapi', async (_in, _req, reply) => {
+      openapi ??= JSON.stringify(openApiDocument({ serverUrl: serverUrl(app, svc.config.server.public_url) }));
+      return reply.type('application/json; charset=utf-8').send(openapi);
+    });
     // LISTEN before the first client can connect, so no wake-up is lost.
     app.addHook('onReady', async () => hub.start());
     app.addHook('onClose', async () => hub.close());
   }
+  opts.extend?.(app);
   await app.ready();
   return app;
 }

@@ -79,6 +79,13 @@ export const topicField = z.string().max(200).refine(isValidTopic, {
   message: 'expected lowercase dot-separated words like "workspace.sync_failed" ([a-z0-9_] words joined by dots)',
 });
 
+/** An idempotency key: the body field, and POST /v1/notify's `Idempotency-Key` header. */
+export const idempotencyKey = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^[\x21-\x7e]+$/, 'expected printable ASCII without spaces');
+
 export const notifyInput = z.strictObject({
   topic: topicField,
   data: eventData,
@@ -92,12 +99,7 @@ export const notifyInput = z.strictObject({
     )
     .max(1000)
     .optional(),
-  idempotency_key: z
-    .string()
-    .min(1)
-    .max(200)
-    .regex(/^[\x21-\x7e]+$/, 'expected printable ASCII without spaces')
-    .optional(),
+  idempotency_key: idempotencyKey.optional(),
 });
 export type NotifyInput = z.infer<typeof notifyInput>;
 

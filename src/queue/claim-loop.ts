@@ -40,6 +40,9 @@ export interface ClaimLoopOptions {
  *   the next finished job of that endpoint is what frees work, and the pool claims again once a
  *   quarter of the endpoint's cap is free, or 2 ms after the first slot came back (refillSoon), so
  *   a capped endpoint is refilled in batches rather than one claim per finished job.
+ * - Deliveries are claimed ahead: up to a cap's worth per endpoint beyond its free slots, leased
+ *   and waiting in the pool (SlotBudget.queue), so a freed slot starts the next one with no claim
+ *   in between, and the claim for more comes once half a cap of that room is free.
  * - Fresh events skip all of this: the fan-out inserts the jobs this pool has room for as running
  *   and hands them over after commit (Handover, reserve/adopt).
  * - The poll (`jobs.poll_interval`) is only the fallback for a lost NOTIFY or LISTEN connection.
@@ -250,6 +253,16 @@ export class ClaimLoop {
   private refillSoon(endpoint: string): void {
     const { slots } = this.opts;
     const cap = slots.cap(endpoint);
+    const waiting = slots.waiting(endpoint);
+    if (cap !== undefined && waiting > 0) {
+      // The slot went to a delivery claimed ahead: claim again once half a cap of room ahead is free,
+      // so claims carry half a cap or more rather than one row per finished job.
+      if (cap - waiting >= Math.max(1, Math.floor(cap / 2))) {
+        this.slotBound = false;
+        this.wake(true);
+      }
+      return;
+    }
     const free = cap === undefined ? Infinity : cap - slots.used(endpoint);
     this.timers.refill(free, cap, () => {
       if (!this.slotBound) return;

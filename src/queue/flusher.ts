@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { DoublingDelay } from '../delay.js';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { ensureDaysAhead, isMissingPartition } from '../history/partitions.js';
 import { completeJobs, failJobs, releaseJobs, type FailItem, type ReleaseItem } from './transitions.js';
 import type { AttemptRecord, ClaimedJob, DeadHook, JobOutcome } from './types.js';
 
@@ -134,6 +135,9 @@ export class Flusher {
       { event: 'job.write_error', err: coerceError(reason).message, jobs: items.length },
       'writing job outcomes failed; retrying',
     );
+    // A finished job moves into today's partition of job_history: should it be missing (every
+    // process was down for longer than the days made ahead), make the days before the retry.
+    if (isMissingPartition(reason)) void ensureDaysAhead(this.opts.pool).catch(() => undefined);
     retry.push(...items);
   }
 

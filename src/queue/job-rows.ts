@@ -142,7 +142,16 @@ export interface JobRow {
   event_id: string | null;
 }
 
+/** The columns of JobRow, read from the `jobs` view (every status). */
 export const JOB_COLUMNS = `id, type, status, attempts, max_attempts, run_at, last_error, created_at, completed_at,
+  topic, endpoint, event_id`;
+
+/** The same, from job_history (finished jobs). */
+export const HISTORY_JOB_COLUMNS = `id, type, status, attempts, max_attempts, run_at, last_error, created_at,
+  case when status = 'completed' then finished_at end as completed_at, topic, endpoint, event_id`;
+
+/** The same, returned by a statement on job_queue (live jobs have no completed_at, and no topic column). */
+export const LIVE_JOB_COLUMNS = `id, type, status, attempts, max_attempts, run_at, last_error, created_at, null::timestamptz as completed_at,
   payload->>'topic' as topic, endpoint, event_id`;
 
 /** Which dead jobs a redrive takes (values already checked by the caller). */
@@ -153,13 +162,13 @@ export interface RedriveMatch {
   since?: Date | undefined;
 }
 
-/** The where clause of a redrive, for the redrive itself and its dry run. */
+/** The where clause of a redrive on job_history, for the redrive itself and its dry run. */
 export function redriveWhere(m: RedriveMatch): { where: string; values: unknown[] } {
   const where = [`status = 'dead'`];
   const values: unknown[] = [];
   if (m.topic !== undefined) {
     values.push(m.topic);
-    where.push(`payload->>'topic' = $${values.length}`);
+    where.push(`topic = $${values.length}`);
   }
   if (m.endpoint !== undefined) {
     values.push(m.endpoint);
@@ -167,7 +176,7 @@ export function redriveWhere(m: RedriveMatch): { where: string; values: unknown[
   }
   if (m.since !== undefined) {
     values.push(m.since);
-    where.push(`updated_at >= $${values.length}`);
+    where.push(`finished_at >= $${values.length}`);
   }
   return { where: where.join(' and '), values };
 }

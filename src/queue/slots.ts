@@ -49,6 +49,9 @@ export class SlotBudget {
   private apps = 0;
   private deliveries = 0;
   private readonly perEndpoint = new Map<string, number>();
+  /** Deliveries claimed ahead: leased here, waiting for a slot of their endpoint (the local queue). */
+  private aheadTotal = 0;
+  private readonly aheadPerEndpoint = new Map<string, number>();
   private claim: ClaimPlan | null = null;
 
   constructor(private readonly limits: SlotLimits) {}
@@ -101,9 +104,47 @@ export class SlotBudget {
     return n;
   }
 
+  /** Deliveries of one endpoint claimed ahead, waiting here for a slot. */
+  waiting(endpoint: string): number {
+    return this.aheadPerEndpoint.get(endpoint) ?? 0;
+  }
+
+  /**
+   * Room to claim ahead: a claim takes deliveries beyond the free slots, up to one cap's worth per
+   * endpoint and one delivery budget's worth in all, held here leased until a slot frees. Claims
+   * then carry more rows (PostgreSQL's cost is per statement as much as per row), and a freed slot
+   * starts the next delivery at once, without a claim in between (bench/README.md#tuning-notes).
+   */
+  private aheadRoom(): number {
+    return Math.max(0, this.deliveryCap - this.aheadTotal);
+  }
+
   /** Is there room for a claim at all? */
   hasRoom(): boolean {
-    return this.freeWorkers() > 0 || this.freeDeliveries() > 0;
+    return this.freeWorkers() > 0 || this.freeDeliveries() > 0 || (this.limits.caps !== undefined && this.aheadRoom() > 0);
+  }
+
+  /** May a delivery of this endpoint start now (a slot of its own and of the delivery budget)? */
+  canStart(endpoint: string): boolean {
+    if (this.freeDeliveries() <= 0) return false;
+    if (this.limits.held?.(endpoint)) return false;
+    const cap = this.cap(endpoint);
+    if (cap !== undefined && this.used(endpoint) >= cap) return false;
+    return !(this.limits.degraded?.(endpoint) && this.degradedUsed() >= this.degradedHalf());
+  }
+
+  /** A claimed delivery waits here for a slot (claimed ahead). */
+  queue(endpoint: string): void {
+    this.aheadTotal++;
+    this.aheadPerEndpoint.set(endpoint, this.waiting(endpoint) + 1);
+  }
+
+  /** A delivery that waited here leaves the local queue (started, handed back or lost). */
+  dequeue(endpoint: string): void {
+    this.aheadTotal--;
+    const n = this.waiting(endpoint) - 1;
+    if (n <= 0) this.aheadPerEndpoint.delete(endpoint);
+    else this.aheadPerEndpoint.set(endpoint, n);
   }
 
   /**
@@ -112,9 +153,12 @@ export class SlotBudget {
    * uncapped, within the delivery budget.
    */
   beginClaim(unknown: readonly string[]): ClaimPlan {
-    const workers = Math.max(0, Math.min(CLAIM_MAX, this.freeWorkers()));
-    const deliveries = Math.max(0, Math.min(CLAIM_MAX, this.freeDeliveries()));
     const caps = this.limits.caps?.();
+    const workers = Math.max(0, Math.min(CLAIM_MAX, this.freeWorkers()));
+    // With per-endpoint caps, deliveries are also claimed ahead (aheadRoom); with one shared budget
+    // (a bare WorkerPool), only into free slots.
+    const ahead = caps && !this.shared ? this.aheadRoom() : 0;
+    const deliveries = Math.max(0, Math.min(CLAIM_MAX, Math.max(0, this.freeDeliveries()) + ahead));
     // Without caps one statement takes both kinds, so only the smaller budget bounds it safely.
     const total = this.shared ? workers : caps ? Math.min(CLAIM_MAX, workers + deliveries) : Math.min(workers, deliveries);
     let endpoints: Map<string, number> | undefined;
@@ -124,9 +168,10 @@ export class SlotBudget {
       const held = this.limits.held;
       for (const [ep, max] of caps) {
         if (held?.(ep)) continue;
-        const n = Math.max(0, max - this.used(ep));
-        if (n > 0 && this.limits.degraded?.(ep)) degraded.push(ep);
-        else endpoints.set(ep, Math.min(n, deliveries));
+        const free = Math.max(0, max - this.used(ep));
+        if (free > 0 && this.limits.degraded?.(ep)) degraded.push(ep);
+        // A healthy endpoint is offered its free slots and a cap's worth ahead, less what waits already.
+        else endpoints.set(ep, Math.min(free + (ahead > 0 ? Math.max(0, max - this.waiting(ep)) : 0), deliveries));
       }
       // The degraded half is shared out evenly, so no degraded endpoint (idle ones included) can
       // take all of it and starve another that has a backlog.
@@ -160,6 +205,8 @@ export class SlotBudget {
     }
     if (this.freeDeliveries() - pending(c?.deliveries ?? 0) <= 0) return false;
     if (this.limits.held?.(endpoint) || (this.limits.rates?.().get(endpoint) ?? 0) > 0) return false;
+    // Deliveries claimed ahead go first: a fresh one does not overtake them.
+    if (this.waiting(endpoint) > 0) return false;
     const cap = this.cap(endpoint);
     if (cap === undefined || this.used(endpoint) + Math.max(0, c?.endpoints?.get(endpoint) ?? 0) >= cap) return false;
     if (this.limits.degraded?.(endpoint) && this.degradedUsed() >= this.degradedHalf()) return false;

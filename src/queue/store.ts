@@ -13,9 +13,9 @@ export async function pendingEndpoints(db: Queryable): Promise<string[]> {
   const res = await db.query<{ endpoint: string }>({
     name: 'acw_pending_endpoints',
     text: `with recursive e as (
-        (select endpoint from jobs where status = 'pending' and endpoint is not null order by endpoint limit 1)
+        (select endpoint from job_queue where status = 'pending' and endpoint is not null order by endpoint limit 1)
         union all
-        select (select endpoint from jobs where status = 'pending' and endpoint > e.endpoint order by endpoint limit 1)
+        select (select endpoint from job_queue where status = 'pending' and endpoint > e.endpoint order by endpoint limit 1)
         from e where e.endpoint is not null)
       select endpoint from e where endpoint is not null`,
   });
@@ -26,7 +26,7 @@ export async function pendingEndpoints(db: Queryable): Promise<string[]> {
 export async function nextDueIn(db: Queryable): Promise<number | null> {
   const res = await db.query<{ ms: number | null }>({
     name: 'acw_next_due',
-    text: `select extract(epoch from (run_at - now())) * 1000 as ms from jobs
+    text: `select extract(epoch from (run_at - now())) * 1000 as ms from job_queue
       where status = 'pending' order by run_at, id limit 1`,
   });
   const ms = res.rows[0]?.ms;

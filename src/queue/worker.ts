@@ -34,6 +34,12 @@ export class WorkerPool {
   private readonly running = new Map<string, Running>();
   /** The newest entry per job id. */
   private readonly byJobId = new Map<string, Running>();
+  /**
+   * Deliveries claimed ahead, per endpoint, oldest first: leased (in `running`, so the heartbeat
+   * renews them) but not started until a slot of their endpoint frees (SlotBudget.queue).
+   */
+  private readonly waiting = new Map<string, Running[]>();
+  private waitingCount = 0;
   private readonly slots: SlotBudget;
   private readonly flusher: Flusher;
   private listener: Subscription | null = null;
@@ -92,8 +98,9 @@ export class WorkerPool {
     return this;
   }
 
+  /** Jobs running here now (not counting deliveries claimed ahead that wait for a slot). */
   get inFlight(): number {
-    return this.running.size;
+    return this.running.size - this.waitingCount;
   }
 
   /** Deliveries of one endpoint in flight in this process now. */
@@ -153,7 +160,7 @@ export class WorkerPool {
       void releaseJobs(this.opts.pool, [{ leased: { id: job.id, leaseToken: job.leaseToken }, delayMs: 0 }]).catch(() => undefined);
       return;
     }
-    this.run(job);
+    this.run(job, false, true);
   }
 
   async start(): Promise<void> {
@@ -167,13 +174,22 @@ export class WorkerPool {
     this.claims.start();
   }
 
-  /** Wake the claim loop; `fresh` says new work may exist (a NOTIFY, a timer, a poll). */
+  /**
+   * Wake the claim loop; `fresh` says new work may exist (a NOTIFY, a timer, a poll). Endpoint
+   * state that changed (a circuit opened or closed, a pause) wakes it too: deliveries claimed ahead
+   * then start, or go back if their endpoint is held now.
+   */
   wake(fresh = false): void {
+    this.startWaiting(null);
     this.claims.wake(fresh);
   }
 
-  /** Start a leased job; `counted` when its endpoint slot was already taken by reserve(). */
-  private run(job: ClaimedJob, counted = false): void {
+  /**
+   * Start a leased job; `counted` when its endpoint slot was already taken by reserve(), `now` when
+   * it must run whatever the slots say (a probe). A delivery claimed ahead of its endpoint's slots
+   * waits here, leased, until one frees (startWaiting).
+   */
+  private run(job: ClaimedJob, counted = false, now = false): void {
     const entry: Running = { job, ctl: new AbortController(), leaseLost: false, shutdownAborted: false, expiresAt: job.leaseExpiresAt };
     // The same job under a new lease while an older run of it still goes on here: a dispatch redone
     // after a database crash lost its commit (same job id), or a job reaped and claimed again. The
@@ -182,8 +198,77 @@ export class WorkerPool {
     if (older) this.heartbeat.lose(older, 'the job was claimed again under a newer lease');
     this.byJobId.set(job.id, entry);
     this.running.set(job.leaseToken, entry);
-    if (!counted) this.slots.take(job.endpoint);
     this.log.debug({ event: 'job.claimed', job_id: job.id, type: job.type, attempt: job.attempts }, 'job claimed');
+    if (!counted && !now && job.endpoint !== null && !this.slots.canStart(job.endpoint)) {
+      const queue = this.waiting.get(job.endpoint);
+      if (queue) queue.push(entry);
+      else this.waiting.set(job.endpoint, [entry]);
+      this.waitingCount++;
+      this.slots.queue(job.endpoint);
+      return;
+    }
+    if (!counted) this.slots.take(job.endpoint);
+    this.launch(entry);
+  }
+
+  /** Start the deliveries claimed ahead that have a slot now, `first`'s endpoint before the others. */
+  private startWaiting(first: string | null): void {
+    if (this.waitingCount === 0 || this.stopping) return;
+    const rest = [...this.waiting.keys()].filter((e) => e !== first);
+    const order = first !== null && this.waiting.has(first) ? [first, ...rest] : rest;
+    const handBack: Running[] = [];
+    for (const ep of order) {
+      const queue = this.waiting.get(ep)!;
+      while (queue.length > 0) {
+        const head = queue[0]!;
+        if (head.leaseLost) {
+          // Reaped and taken by another process meanwhile: nothing to run, nothing to write.
+          this.unwait(queue.shift()!);
+          this.forget(head);
+          continue;
+        }
+        if (this.opts.held?.(ep)) {
+          // Its endpoint is held now (circuit open, paused): every delivery waiting for it goes back, unspent.
+          for (const e of queue.splice(0)) {
+            this.unwait(e);
+            handBack.push(e);
+          }
+          break;
+        }
+        if (!this.slots.canStart(ep)) break;
+        queue.shift();
+        this.unwait(head);
+        this.slots.take(ep);
+        this.launch(head);
+      }
+      if (queue.length === 0) this.waiting.delete(ep);
+    }
+    if (handBack.length > 0) this.handBack(handBack);
+  }
+
+  private unwait(entry: Running): void {
+    this.waitingCount--;
+    this.slots.dequeue(entry.job.endpoint!);
+  }
+
+  private forget(entry: Running): void {
+    if (this.running.get(entry.job.leaseToken) === entry) this.running.delete(entry.job.leaseToken);
+    if (this.byJobId.get(entry.job.id) === entry) this.byJobId.delete(entry.job.id);
+  }
+
+  /** Hand leased jobs that never started back to pending, attempt unspent (the reaper does it should this fail). */
+  private handBack(entries: readonly Running[]): void {
+    for (const e of entries) this.forget(e);
+    void releaseJobs(
+      this.opts.pool,
+      entries.map((e) => ({ leased: { id: e.job.id, leaseToken: e.job.leaseToken }, delayMs: 0 })),
+    ).catch(() => undefined);
+    this.claims.wake(true);
+  }
+
+  /** Run a job's handler on the slot it holds. */
+  private launch(entry: Running): void {
+    const { job } = entry;
     const handler = this.handlers[job.type];
     const started = handler
       ? Promise.resolve().then(() => handler(job, { signal: entry.ctl.signal, log: this.log }))
@@ -209,7 +294,9 @@ export class WorkerPool {
       // An observer's bug must not cost the outcome: it is written whatever happens here.
       this.log.error({ event: 'job.observer_error', job_id: job.id, err: coerceError(err).message }, 'outcome observer failed');
     }
-    // A slot came back: the claim loop claims again if the last claim was bound by it.
+    // A slot came back: a delivery claimed ahead takes it at once, and the claim loop claims again
+    // if the last claim was bound by it.
+    this.startWaiting(job.endpoint);
     this.claims.finished(job);
     let out = outcome;
     if ((entry.shutdownAborted || entry.leaseLost) && out.kind !== 'complete') {
@@ -225,7 +312,7 @@ export class WorkerPool {
     const delayMs = outcomeDelay(this.opts.retry, job.attempts, out);
     this.flusher.push({ job, outcome: out, delayMs, leaseLost: entry.leaseLost });
     this.wake();
-    if (this.running.size === 0) for (const r of this.idle.splice(0)) r();
+    if (this.inFlight === 0) for (const r of this.idle.splice(0)) r();
   }
 
   /**
@@ -238,6 +325,19 @@ export class WorkerPool {
     this.claims.halt();
     await this.listener?.close();
     await this.claims.ended;
+    // Deliveries claimed ahead never started: back to pending at once, attempt unspent.
+    const waiting = [...this.waiting.values()].flat();
+    this.waiting.clear();
+    for (const e of waiting) {
+      this.unwait(e);
+      this.forget(e);
+    }
+    if (waiting.length > 0) {
+      await releaseJobs(
+        this.opts.pool,
+        waiting.map((e) => ({ leased: { id: e.job.id, leaseToken: e.job.leaseToken }, delayMs: 0 })),
+      ).catch(() => undefined);
+    }
     if (this.running.size > 0) {
       const drained = new Promise<void>((r) => this.idle.push(r));
       let timer: NodeJS.Timeout | undefined;

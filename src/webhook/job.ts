@@ -19,24 +19,51 @@ export function isDeliverPayload(p: unknown): p is DeliverPayload {
   );
 }
 
-/** The name-based (version 5) UUID namespace of webhook job ids. Never change it: see webhookJobId. */
+/** The namespace hashed into webhook job ids. Never change it: see webhookJobId. */
 const JOB_ID_NAMESPACE = '5b0f0c3e-8a9d-4c1e-9f3a-6d2b7e41c0a8';
 const NAMESPACE_BYTES = Buffer.from(JOB_ID_NAMESPACE.replaceAll('-', ''), 'hex');
 
+function jobIdHash(eventId: string, endpoint: string): Buffer {
+  return createHash('sha1').update(NAMESPACE_BYTES).update(`${eventId}\n${endpoint}`, 'utf8').digest();
+}
+
+function uuidText(b: Buffer): string {
+  const x = b.toString('hex', 0, 16);
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+}
+
 /**
- * The id of the `webhook.deliver` job of one event for one endpoint: a version 5 UUID of the two,
- * so fanning the same event out again (after a database crash lost an asynchronous commit) makes
- * the same jobs, and a receiver sees the same `X-ACW-Event-Id` on a repeated delivery. A changed
- * derivation would give such a redelivery a new id that receivers could not deduplicate.
+ * The id of the `webhook.deliver` job of one event for one endpoint, a function of the two: fanning
+ * the same event out again (after a database crash lost an asynchronous commit) makes the same
+ * jobs, and a receiver sees the same `X-ACW-Event-Id` on a repeated delivery. A changed derivation
+ * would give such a redelivery a new id that receivers could not deduplicate.
+ *
+ * For an event with a version 7 id (every event since the history layout) it is an RFC 9562
+ * version 8 UUID: the event's 48 bits of Unix milliseconds first, then the SHA-1 of namespace,
+ * event and endpoint, so job ids arrive in time order and are written at the right edge of the
+ * indexes that hold them. For an older event id, the version 5 UUID of the same hash
+ * (webhookJobIdV5), which is what its jobs were given.
  */
 export function webhookJobId(eventId: string, endpoint: string): string {
-  // RFC 9562 version 5, as the uuid package makes it, on node:crypto directly (one per job on the
-  // batch notify path: the package's byte arrays and string table cost more than the hash).
-  const h = createHash('sha1').update(NAMESPACE_BYTES).update(`${eventId}\n${endpoint}`, 'utf8').digest();
+  // On node:crypto directly: one per job on the batch notify path.
+  const h = jobIdHash(eventId, endpoint);
+  if (eventId.charCodeAt(14) !== 55 /* '7' */) return v5(h);
+  const x = eventId.replaceAll('-', '');
+  h.write(x.slice(0, 12), 0, 'hex');
+  h[6] = (h[6]! & 0x0f) | 0x80;
+  h[8] = (h[8]! & 0x3f) | 0x80;
+  return uuidText(h);
+}
+
+/** The version 5 id that versions before the history layout gave every webhook job (replay looks for both). */
+export function webhookJobIdV5(eventId: string, endpoint: string): string {
+  return v5(jobIdHash(eventId, endpoint));
+}
+
+function v5(h: Buffer): string {
   h[6] = (h[6]! & 0x0f) | 0x50;
   h[8] = (h[8]! & 0x3f) | 0x80;
-  const x = h.toString('hex', 0, 16);
-  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+  return uuidText(h);
 }
 
 export interface WebhookEvent {

@@ -90,3 +90,86 @@ describe('slow-endpoints report', () => {
     expect(out.md).toContain('4,000 (100) / 12.0');
   });
 });
+
+/** History scenario results, as bench/scenarios/history.mjs and its lib/history-*.mjs emit them. */
+const historyDrain = (system: string, db: 'history' | 'empty', run: number, perS: number): Result => ({
+  scenario: 'history',
+  phase: 'drain',
+  system,
+  db,
+  run,
+  jobs: 1000,
+  jobs_per_s: perS,
+  copy_s: 1,
+  cpu_s: { worker: 0.2, pg: 0.3, receiver: 0.05 },
+  pg_writes_per_job: { wal_bytes: 4000, index_entries: 16 },
+});
+const historyTemplate: Result = {
+  scenario: 'history',
+  phase: 'template',
+  run: 1,
+  rows: 1000,
+  layout: 'history',
+  dead_every: 50,
+  from: '2026-11-25T00:00:00.000Z',
+  loaded_at: '2026-12-02T03:00:00.000Z',
+  load_s: 10,
+  vacuum_s: 2,
+  sizes: { tables: {}, database_bytes: 1e9 },
+  cached: false,
+  copy: 'file_copy',
+  postgres: '18.4',
+};
+const historyRead = (run: number, p95: number): Result => ({
+  scenario: 'history',
+  phase: 'reads',
+  run,
+  read: 'stats 24h',
+  path: '/v1/stats?window=24h',
+  calls: 50,
+  p50_ms: p95 / 2,
+  p95_ms: p95,
+  max_ms: p95 * 2,
+  cpu_ms_per_call: { serve: 1, pg: 2 },
+});
+const historyPurge = (run: number, seconds: number): Result => ({
+  scenario: 'history',
+  phase: 'purge',
+  run,
+  step: 1,
+  seconds,
+  day_rows: { completed: 980, dead: 20, attempts: 1000 },
+  counts: { completed: 980, dead: 20, attempts: 1000, partitions: 4, events: 0, delivery_stats: 1440 },
+});
+
+describe('history report', () => {
+  it('compares the drain with the empty database run by run, and holds each read and purge to its target', async () => {
+    const mod = await load<{ default: Scenario }>('scenarios/history.mjs');
+    const rs = [
+      historyTemplate,
+      historyDrain('acw-default', 'history', 1, 900),
+      historyDrain('acw-default', 'empty', 1, 1000),
+      historyDrain('acw-default', 'history', 2, 400),
+      historyDrain('acw-default', 'empty', 2, 800),
+      historyDrain('acw-default', 'history', 3, 1900),
+      historyDrain('acw-default', 'empty', 3, 2000),
+      historyRead(1, 40),
+      historyRead(2, 70),
+      historyRead(3, 45),
+      historyPurge(1, 0.5),
+      historyPurge(2, 6),
+      historyPurge(3, 0.7),
+    ];
+    const out = mod.default.report!(rs, { runs: 3 });
+    // Per-run ratios 0.90, 0.50 and 0.95: the median is 0.90 (the ratio of the medians would be 0.95).
+    expect(out.md).toContain('| history / empty, per run (median) | 0.90x, 0.50x, 0.95x (**0.90x**) |');
+    expect(out.md).toContain(
+      '| drain with the history, acw-webhooks default (median of per-run ratios to the empty database) | 0.90x | >= 0.90x | yes |',
+    );
+    // p95 over runs 40, 70, 45: the median (45) holds, the worst run is shown beside it.
+    expect(out.md).toContain('| stats 24h: `/v1/stats?window=24h` | 22.5 | 45.0 (70.0) | 140.0 | 150 | 1.00 / 2.00 |');
+    expect(out.md).toContain('| stats 24h p95 (median over runs) | 45.0 ms | <= 50 ms | yes |');
+    expect(out.md).toContain('| call 1 | 0.70 (6.00) | 980 / 20 | 1,000 | 0 | 1,440 | 4 |');
+    expect(out.md).toContain('| purge call 1 (median over runs) | 0.70 s | <= 5 s | yes |');
+  });
+});

@@ -109,14 +109,18 @@ async function api(method: string, path: string, token: string, body?: unknown):
   return { status: res.status, body: await res.json().catch(() => null) };
 }
 
-async function notify(data: unknown): Promise<string> {
-  const r = await api('POST', '/v1/notify', TOKENS.service, { topic: 'order.created', data });
+async function notify(data: unknown, topic = 'order.created'): Promise<string> {
+  const r = await api('POST', '/v1/notify', TOKENS.service, { topic, data });
   expect(r.status).toBe(202);
   return r.body.event_id as string;
 }
 
 async function jobOf(eventId: string): Promise<{ id: string; status: string }> {
   return waitFor(async () => (await db.pool.query(`select id, status from jobs where event_id = $1`, [eventId])).rows[0], 15_000, 50);
+}
+
+async function jobEvent(jobId: string): Promise<string> {
+  return (await api('GET', `/v1/jobs/${jobId}`, TOKENS.admin)).body.event_id as string;
 }
 
 async function waitStatus(eventId: string, status: string): Promise<string> {
@@ -442,7 +446,15 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     await shoot('endpoints-api');
   });
 
-  it('a viewer sees no action buttons, and the server refuses the action anyway', async () => {
+  it('a viewer sees jobs, their details and attempts, and no action buttons where an admin has them; the server refuses the action anyway', async () => {
+    // A dead job (an admin may retry it) and a pending one held by a pause (an admin may cancel it):
+    // the pages then have actions to leave out for a viewer.
+    // A topic only the default endpoint takes (made takes order.created): one job per event.
+    rx.setResponder(() => ({ status: 500 }));
+    const deadJob = await waitStatus(await notify({ viewer: 'dead' }, 'viewer.check'), 'dead');
+    rx.setResponder(() => ({ status: 200 }));
+    expect((await api('POST', '/v1/endpoints/default/pause', TOKENS.admin)).status).toBe(200);
+    const heldJob = await waitStatus(await notify({ viewer: 'held' }, 'viewer.check'), 'pending');
     const vctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     try {
       const v = await newPage(vctx);
@@ -454,9 +466,34 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
         0,
       );
       await shoot('endpoints-viewer', v);
+
+      // Dead letters: the admin's table has a Retry button for the dead job; the viewer's shows the job, and none.
+      await page.goto(`${base}/#/dead`);
+      await page.getByRole('button', { name: `Retry job ${deadJob.slice(0, 8)}` }).waitFor();
       await v.goto(`${base}/#/dead`);
-      await v.getByRole('heading', { name: 'Dead letters' }).waitFor();
+      await v.getByRole('rowheader', { name: deadJob.slice(0, 8) }).waitFor();
       expect(await v.getByRole('button', { name: /^Retry|Count matching/ }).count()).toBe(0);
+      await shoot('dead-viewer', v);
+
+      // A job's page: the viewer sees its details, payload and attempts; the admin's page has Retry or Cancel there too.
+      for (const [job, status, action, attempts] of [
+        [deadJob, 'dead', 'Retry', 2],
+        [heldJob, 'pending', 'Cancel', 0],
+      ] as const) {
+        await page.goto(`${base}/#/jobs/${job}`);
+        await page.getByRole('button', { name: action, exact: true }).waitFor();
+        await v.goto(`${base}/#/jobs/${job}`);
+        await v.locator(`.badge.s-${status}`).waitFor();
+        expect(await v.getByRole('heading', { level: 1 }).textContent()).toBe(`Job ${job}`);
+        expect(await v.locator('pre.payload').textContent()).toContain(`"viewer": "${status === 'dead' ? 'dead' : 'held'}"`);
+        const rows = v.getByRole('region', { name: 'Attempts' }).locator('tbody tr');
+        // A job not tried yet has one row saying so.
+        await expect.poll(() => rows.count()).toBe(Math.max(attempts, 1));
+        expect(await rows.filter({ hasText: 'No attempt yet.' }).count()).toBe(attempts === 0 ? 1 : 0);
+        expect(await v.getByRole('button', { name: /^(Retry|Cancel)$/ }).count()).toBe(0);
+        await shoot(`job-${status}-viewer`, v);
+      }
+
       // The same request the admin's button makes, from the viewer's page with its cookie and Origin.
       const status = await v.evaluate(async () => {
         const r = await fetch('v1/endpoints/default/pause', {
@@ -467,6 +504,8 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
         return [r.status, ((await r.json()) as { error: { code: string } }).error.code] as const;
       });
       expect(status).toEqual([403, 'forbidden']);
+      const retried = await v.evaluate(async (id) => (await fetch(`v1/jobs/${id}/retry`, { method: 'POST' })).status, deadJob);
+      expect(retried).toBe(403);
       const created = await v.evaluate(async () => {
         const r = await fetch('v1/endpoints', {
           method: 'POST',
@@ -476,10 +515,12 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
         return r.status;
       });
       expect(created).toBe(403);
-      expect((await api('GET', '/v1/endpoints', TOKENS.admin)).body.items[0].paused).toBe(false);
+      expect((await api('GET', `/v1/jobs/${deadJob}`, TOKENS.admin)).body.status).toBe('dead');
     } finally {
       await vctx.close();
+      expect((await api('POST', '/v1/endpoints/default/resume', TOKENS.admin)).status).toBe(200);
     }
+    await waitStatus(await jobEvent(heldJob), 'completed');
   });
 
   it('an expired session goes back to sign-in and then to the page the user was on', async () => {
@@ -561,9 +602,15 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     await shoot('alerts-later');
     // The user's own notifications: marking one read lowers the unread count.
     const unread = page.getByRole('heading', { name: /Your notifications/ });
-    await expect.poll(() => unread.textContent()).toContain('4 unread');
+    // As many as the API says are unread for this user: one per dead letter so far (1 watched, 3 redriven, 1 the viewer saw).
+    const unreadItems = (await api('GET', '/v1/notifications?unread_only=true&limit=100', TOKENS.admin)).body.items as Array<{
+      topic: string;
+    }>;
+    const n = unreadItems.length;
+    expect(unreadItems.filter((x) => x.topic === 'webhook.dead_letter')).toHaveLength(5);
+    await expect.poll(() => unread.textContent()).toContain(`${n} unread`);
     await page.getByRole('button', { name: 'Mark read' }).first().click();
-    await expect.poll(() => unread.textContent()).toContain('3 unread');
+    await expect.poll(() => unread.textContent()).toContain(`${n - 1} unread`);
     expect(problems).toEqual([]);
     expect(outside).toEqual([]);
     failing = false;

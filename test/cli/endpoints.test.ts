@@ -46,7 +46,7 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('truncate jobs, audit_log, endpoint_state cascade');
+  await db.pool.query('truncate job_queue, job_history, audit_log, endpoint_state cascade');
   notified.length = 0;
 });
 

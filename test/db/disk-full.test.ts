@@ -1,5 +1,5 @@
 // A full disk (SQLSTATE 53100, disk_full), simulated by triggers that raise it on every write to
-// the jobs, attempts and events tables (as read-only, 25006, is simulated with
+// the job, attempt and event tables (as read-only, 25006, is simulated with
 // default_transaction_read_only in test/fuzz/read-only.test.ts). A delivery whose outcome cannot be
 // written keeps its job (running, under its lease), says so in a log line, and writes the outcome
 // once there is room again, without sending twice; a notify answers 503 and writes nothing.
@@ -9,7 +9,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 
-const TABLES = ['jobs', 'webhook_attempts', 'events'];
+const TABLES = ['job_queue', 'job_history', 'job_attempts', 'events'];
 
 let db: TestDatabase;
 let rx: Receiver;

@@ -1,6 +1,7 @@
 // The verification recipes of docs/receivers.md, taken from the markdown as written and run
 // against real deliveries of a running service: a recipe that stops verifying fails here.
-// Recipes whose toolchain is not installed (go, php, ruby) are skipped, by name.
+// Recipes whose toolchain is not installed (go, php, ruby) are skipped, by name, unless
+// ACW_REQUIRE_TOOLCHAINS=1 (.ci/run) makes that a failure (toolchains.ts).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -15,6 +16,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
 import { startReceiver, type ReceivedRequest, type Receiver } from '../helpers/receiver.js';
 import { startTestService } from '../helpers/service.js';
+import { requireTool, skipWithout } from './toolchains.js';
 
 const DOC = fileURLToPath(new URL('../../docs/receivers.md', import.meta.url));
 const VERIFY_SRC = fileURLToPath(new URL('../../src/verify.ts', import.meta.url));
@@ -30,15 +32,14 @@ export function recipes(markdown: string): Map<string, string> {
   return out;
 }
 
-const have = (cmd: string) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0;
 const RECIPES = recipes(readFileSync(DOC, 'utf8'));
 /** How each recipe file runs on a saved delivery (`<prefix>.body` and `.headers`). */
-const RUNNERS: { file: string; tool: string; cmd: (file: string) => string[] }[] = [
-  { file: 'verify.py', tool: 'python3', cmd: (f) => ['python3', f] },
-  { file: 'verify.sh', tool: 'openssl', cmd: (f) => ['sh', f] },
-  { file: 'verify.go', tool: 'go', cmd: (f) => ['go', 'run', f] },
-  { file: 'verify.php', tool: 'php', cmd: (f) => ['php', f] },
-  { file: 'verify.rb', tool: 'ruby', cmd: (f) => ['ruby', f] },
+const RUNNERS: { file: string; tool: string; pkg: string; cmd: (file: string) => string[] }[] = [
+  { file: 'verify.py', tool: 'python3', pkg: 'python3', cmd: (f) => ['python3', f] },
+  { file: 'verify.sh', tool: 'openssl', pkg: 'openssl', cmd: (f) => ['sh', f] },
+  { file: 'verify.go', tool: 'go', pkg: 'golang-go', cmd: (f) => ['go', 'run', f] },
+  { file: 'verify.php', tool: 'php', pkg: 'php-cli', cmd: (f) => ['php', f] },
+  { file: 'verify.rb', tool: 'ruby', pkg: 'ruby', cmd: (f) => ['ruby', f] },
 ];
 
 let db: TestDatabase;
@@ -138,8 +139,9 @@ function run(cmd: string[], delivery: string, secret: string, next?: string): st
   return out;
 }
 
-describe.each(RUNNERS)('$file', ({ file, tool, cmd }) => {
-  it.skipIf(!have(tool))(`accepts a real delivery with its secret, rejects a wrong secret and a changed body (${tool})`, () => {
+describe.each(RUNNERS)('$file', ({ file, tool, pkg, cmd }) => {
+  it.skipIf(skipWithout(tool))(`accepts a real delivery with its secret, rejects a wrong secret and a changed body (${tool})`, () => {
+    requireTool(tool, pkg);
     const c = cmd(join(dir, file));
     expect(run(c, 'plain', SECRET)).toBe('verified');
     expect(run(c, 'plain', 'wrong-secret')).toBe('rejected');
@@ -147,7 +149,8 @@ describe.each(RUNNERS)('$file', ({ file, tool, cmd }) => {
     // The acw recipes do not take a Standard Webhooks delivery.
     expect(run(c, 'standard', WHSEC)).toBe('rejected');
   });
-  it.skipIf(!have(tool))('during a rotation accepts the old secret, the new one (X-ACW-Signature-Next), or both', () => {
+  it.skipIf(skipWithout(tool))('during a rotation accepts the old secret, the new one (X-ACW-Signature-Next), or both', () => {
+    requireTool(tool, pkg);
     const c = cmd(join(dir, file));
     expect(run(c, 'rotating', OLD)).toBe('verified');
     expect(run(c, 'rotating', NEW)).toBe('verified');

@@ -4,7 +4,9 @@ import type pg from 'pg';
 import type { FastifyInstance } from 'fastify';
 import { createHttpServer, listenHttp } from '../../src/http/server.js';
 import type { Service, ServiceOptions } from '../../src/service.js';
+import type { Role } from '../../src/roles.js';
 import { hashToken, newToken } from '../../src/users.js';
+import { installContractCheck } from './contract.js';
 import type { TestDatabase } from './db.js';
 import { merge, startTestService } from './service.js';
 
@@ -16,7 +18,10 @@ export interface Api {
   close(): Promise<void>;
 }
 
-/** A service with its HTTP server listening on a free port; `close` stops both (server first). */
+/**
+ * A service with its HTTP server listening on a free port; `close` stops both (server first). Every
+ * answer it gives is checked against the OpenAPI document (test/helpers/contract.ts).
+ */
 export async function startApi(
   db: TestDatabase,
   over: Record<string, unknown> = {},
@@ -24,7 +29,7 @@ export async function startApi(
   extra: Partial<ServiceOptions> = {},
 ): Promise<Api> {
   const s = await startTestService(db, merge({ server: { max_body: '1mb' } }, over), extra);
-  const app = await createHttpServer(s.svc, { mode });
+  const app = await createHttpServer(s.svc, { mode, extend: installContractCheck });
   const bound = await listenHttp(app, '127.0.0.1:0');
   return {
     svc: s.svc,
@@ -39,7 +44,7 @@ export async function startApi(
 }
 
 /** A user with a fresh token (inserted directly: the HTTP tests are not about `addUser`). */
-export async function makeUser(pool: pg.Pool, name: string, role: 'admin' | 'viewer' | 'service'): Promise<string> {
+export async function makeUser(pool: pg.Pool, name: string, role: Role): Promise<string> {
   const token = newToken();
   await pool.query(
     `insert into users (name, role, token_hash) values ($1, $2, $3)

@@ -24,7 +24,9 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('truncate jobs, webhook_attempts, events, notifications, audit_log, users cascade');
+  await db.pool.query(
+    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events, notifications, audit_log, users cascade',
+  );
   viewer = await makeUser(db.pool, 'watcher', 'viewer');
   service = await makeUser(db.pool, 'billing', 'service');
   await makeUser(db.pool, 'ops', 'admin');

@@ -38,7 +38,9 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('truncate jobs, webhook_attempts, events, notifications, audit_log, endpoint_state cascade');
+  await db.pool.query(
+    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events, notifications, audit_log, endpoint_state cascade',
+  );
   notified.length = 0;
 });
 
@@ -284,7 +286,7 @@ describe('in flight, per process', () => {
   let release: (() => void) | undefined;
 
   beforeAll(async () => {
-    await db.pool.query('truncate jobs, endpoint_state cascade');
+    await db.pool.query('truncate job_queue, job_history, endpoint_state cascade');
     const gate = new Promise<void>((r) => (release = r));
     rx = await startReceiver(async () => {
       await gate;

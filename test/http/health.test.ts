@@ -21,7 +21,9 @@ afterAll(async () => {
 });
 afterEach(async () => {
   await Promise.all(apis.splice(0).map((a) => a.close()));
-  await db.pool.query('truncate jobs, webhook_attempts, events, notifications, audit_log, users, runner_state cascade');
+  await db.pool.query(
+    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events, notifications, audit_log, users, runner_state cascade',
+  );
   rx.setResponder(() => ({ status: 200, body: 'ok' }));
   rx.requests.splice(0);
 });

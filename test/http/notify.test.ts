@@ -21,7 +21,9 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('truncate jobs, webhook_attempts, events, notifications, audit_log, users cascade');
+  await db.pool.query(
+    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events, notifications, audit_log, users cascade',
+  );
   svcToken = await makeUser(db.pool, 'billing', 'service');
   otherToken = await makeUser(db.pool, 'search', 'service');
   await makeUser(db.pool, 'alice', 'viewer');

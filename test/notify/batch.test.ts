@@ -69,7 +69,9 @@ describe('POST /v1/notify/batch, set-based', () => {
   });
   afterAll(async () => api.close());
   beforeEach(async () => {
-    await db.pool.query('truncate jobs, webhook_attempts, events, notifications, audit_log, users cascade');
+    await db.pool.query(
+      'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events, notifications, audit_log, users cascade',
+    );
     token = await makeUser(db.pool, 'billing', 'service');
     await makeUser(db.pool, 'alice', 'viewer');
   });

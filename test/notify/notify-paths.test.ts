@@ -44,13 +44,15 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('drop trigger if exists boom on events; drop trigger if exists boom on jobs');
-  await db.pool.query('truncate jobs, webhook_attempts, events, notifications, audit_log, users cascade');
+  await db.pool.query('drop trigger if exists boom on events; drop trigger if exists boom on job_queue');
+  await db.pool.query(
+    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events, notifications, audit_log, users cascade',
+  );
   token = await makeUser(db.pool, 'billing', 'service');
 });
 
 /** A trigger that fails the insert of any row of `table` whose topic (events) or payload topic (jobs) is boom.x. */
-async function boomOn(table: 'events' | 'jobs'): Promise<void> {
+async function boomOn(table: 'events' | 'job_queue'): Promise<void> {
   const topic = table === 'events' ? 'new.topic' : `new.payload->>'topic'`;
   await db.pool.query(`create or replace function boom() returns trigger language plpgsql as $$
     begin if ${topic} = 'boom.x' then raise exception 'boom'; end if; return new; end $$`);
@@ -95,7 +97,7 @@ describe('POST /v1/notify on an API-only serve', () => {
     const { result: res, statements } = await during(() => post('/v1/notify', { topic: 'order.paid', data }));
     expect(res.status).toBe(202);
     expect(statements).toHaveLength(1);
-    expect(statements[0]).toMatch(/^with first as \(insert into events .*insert into jobs .*pg_notify/);
+    expect(statements[0]).toMatch(/^with first as \(insert into events .*insert into job_queue .*pg_notify/);
     const [{ stored, rebuilt }] = (await bodies()) as [{ stored: string; rebuilt: string }];
     expect(stored).toBe(rebuilt);
     expect(JSON.parse(stored)).toEqual({ event_id: res.body.event_id, topic: 'order.paid', occurred_at: expect.any(String), data });
@@ -127,7 +129,7 @@ describe('POST /v1/notify on an API-only serve', () => {
   });
 
   it('is atomic: a job insert that fails leaves no event', async () => {
-    await boomOn('jobs');
+    await boomOn('job_queue');
     const res = await post('/v1/notify', { topic: 'boom.x', data: 1 });
     expect(res.status).toBe(500);
     expect(await rowCounts(db.pool)).toMatchObject({ events: 0, jobs: 0 });

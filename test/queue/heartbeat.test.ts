@@ -22,7 +22,7 @@ beforeAll(async () => {
 });
 afterAll(async () => db.drop());
 beforeEach(async () => {
-  await db.pool.query('truncate jobs, webhook_attempts');
+  await db.pool.query('truncate job_queue, job_history, job_counts, job_attempts, delivery_stats');
 });
 const stops: Array<() => void> = [];
 afterEach(() => {

@@ -15,7 +15,7 @@ beforeAll(async () => {
 });
 afterAll(async () => db.drop());
 beforeEach(async () => {
-  await db.pool.query('truncate jobs, test_runs');
+  await db.pool.query('truncate job_queue, job_history, test_runs');
 });
 const procs: Proc[] = [];
 afterEach(async () => {

@@ -24,7 +24,7 @@ describe('SlotBudget', () => {
     expect(b.beginClaim([]).total).toBe(0);
   });
 
-  it('a claim takes at most CLAIM_MAX, each endpoint at most its free slots', () => {
+  it('a claim takes at most CLAIM_MAX, each endpoint at most its free slots and a cap ahead', () => {
     const b = new SlotBudget({
       workers: 32,
       deliveries: 2000,
@@ -39,13 +39,43 @@ describe('SlotBudget', () => {
     expect(plan.deliveries).toBe(CLAIM_MAX);
     expect(plan.workers).toBe(32);
     expect(plan.total).toBe(CLAIM_MAX);
+    // a: 6 free slots and a cap (16) ahead; b: bounded by the claim.
     expect(plan.endpoints).toEqual(
       new Map([
-        ['a', 6],
+        ['a', 22],
         ['b', CLAIM_MAX],
         ['stranger', CLAIM_MAX],
       ]),
     );
+  });
+
+  it('claims ahead: jobs past the free slots wait here, leased, up to a cap per endpoint and a budget in all', () => {
+    const b = new SlotBudget({ workers: 1, deliveries: 20, caps: () => new Map([['a', 4]]) });
+    for (let i = 0; i < 4; i++) b.take('a');
+    expect(b.canStart('a')).toBe(false);
+    // No free slot, but a cap's worth ahead.
+    expect(b.beginClaim([]).endpoints?.get('a')).toBe(4);
+    b.endClaim();
+    for (let i = 0; i < 3; i++) b.queue('a');
+    expect(b.waiting('a')).toBe(3);
+    expect(b.beginClaim([]).endpoints?.get('a')).toBe(1);
+    b.endClaim();
+    // A delivery waiting here goes before a fresh one: no reservation (claim on dispatch) meanwhile.
+    b.drop('a');
+    expect(b.canStart('a')).toBe(true);
+    expect(b.reserve('a')).toBe(false);
+    b.dequeue('a');
+    b.take('a');
+    expect(b.waiting('a')).toBe(2);
+  });
+
+  it('a held endpoint is offered nothing ahead and starts nothing', () => {
+    let held = false;
+    const b = new SlotBudget({ workers: 1, deliveries: 20, caps: () => new Map([['a', 4]]), held: () => held });
+    expect(b.canStart('a')).toBe(true);
+    held = true;
+    expect(b.canStart('a')).toBe(false);
+    expect(b.beginClaim([]).endpoints?.has('a')).toBe(false);
   });
 
   it('a reservation stays off the slots a claim under way may fill', () => {
@@ -68,7 +98,8 @@ describe('SlotBudget', () => {
     expect(offered).toBeLessThanOrEqual(5);
     expect(plan.endpoints?.get('bad1')).toBeGreaterThan(0);
     expect(plan.endpoints?.get('bad2')).toBeGreaterThan(0);
-    expect(plan.endpoints?.get('good')).toBe(8);
+    // A healthy one: its free slots and a cap ahead.
+    expect(plan.endpoints?.get('good')).toBe(16);
     b.endClaim();
     for (let i = 0; i < 5; i++) expect(b.reserve(i % 2 ? 'bad1' : 'bad2')).toBe(true);
     expect(b.reserve('bad1')).toBe(false);

@@ -3,9 +3,11 @@ import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
-// Every write to `jobs` lives in src/queue/transitions.ts and the files under src/queue/transitions/
-// (docs/operations.md#job-states), so a rule or a new column is written once. This reads every file
-// under src/ for a statement that writes the table elsewhere: the purge runner's delete is the one exception.
+// Every write to the job tables (job_queue, job_history, and `jobs`, the view over them) lives in
+// src/queue/transitions.ts and the files under src/queue/transitions/ (docs/operations.md#job-states),
+// so a rule or a new column is written once. This reads every file under src/ for a statement that
+// writes them elsewhere. The exceptions: the purge's deletes of a day it cuts (src/runners/purge.ts),
+// and the upgrade from the old layout (src/history/upgrade.ts), which moves old rows in as they are.
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const SRC = join(ROOT, 'src');
 const HOME_FILE = 'src/queue/transitions.ts';
@@ -13,11 +15,11 @@ const HOME_DIR = 'src/queue/transitions/';
 const isHome = (path: string) => path === HOME_FILE || path.startsWith(HOME_DIR);
 
 // Any case and whitespace, with or without a schema or quotes; an alias after the name is fine.
-const TABLE = String.raw`(?:"?\w+"?\.)?"?jobs"?\b`;
+const TABLE = String.raw`(?:"?\w+"?\.)?"?(?:jobs|job_queue|job_history(?:_\w+)?)"?\b`;
 // Besides the home (isHome), the files allowed each kind of write.
 const WRITES: ReadonlyArray<[string, RegExp, readonly string[]]> = [
   ['update jobs', new RegExp(String.raw`\bupdate\s+(?:only\s+)?${TABLE}`, 'gi'), []],
-  ['insert into jobs', new RegExp(String.raw`\binsert\s+into\s+${TABLE}`, 'gi'), []],
+  ['insert into jobs', new RegExp(String.raw`\binsert\s+into\s+${TABLE}`, 'gi'), ['src/history/upgrade.ts']],
   ['delete from jobs', new RegExp(String.raw`\bdelete\s+from\s+(?:only\s+)?${TABLE}`, 'gi'), ['src/runners/purge.ts']],
 ];
 
@@ -47,8 +49,9 @@ describe('one home for job transitions', () => {
     expect(home.map((s) => s.path)).toContain(HOME_FILE);
     expect(home.length).toBeGreaterThan(1);
     expect(inHome(WRITES[0]![1])).toBeGreaterThan(5);
-    // insertJobs (its general insert, and the one for jobs whose ids are all known) and insertWithJobs.
-    expect(inHome(WRITES[1]![1])).toBe(3);
-    expect(hits(WRITES[2]![1], sourceOf('src/runners/purge.ts')).length).toBe(1);
+    // insertJobs (its general insert, and the one for jobs whose ids are all known), insertWithJobs,
+    // the finish into job_history, and the requeue from it.
+    expect(inHome(WRITES[1]![1])).toBe(5);
+    expect(hits(WRITES[1]![1], sourceOf('src/history/upgrade.ts')).length).toBe(2);
   });
 });

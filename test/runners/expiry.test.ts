@@ -21,7 +21,9 @@ beforeAll(async () => {
 });
 afterAll(async () => db.drop());
 beforeEach(async () => {
-  await db.pool.query('truncate jobs, webhook_attempts, notifications, audit_log, users, runner_state restart identity cascade');
+  await db.pool.query(
+    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, notifications, audit_log, users, runner_state restart identity cascade',
+  );
   await db.pool.query(`insert into users (name, role) values ('ann', 'admin'), ('bob', 'admin'), ('vic', 'viewer')`);
 });
 
@@ -171,7 +173,7 @@ describe('expiry sweep', () => {
     const other = await db.pool.connect();
     try {
       await other.query('begin');
-      await other.query(`select id from jobs where id = $1 for update`, [ids[0]]);
+      await other.query(`select id from job_queue where id = $1 for update`, [ids[0]]);
       const res = await sweep().run;
       expect(res.expired).toBe(2);
       await other.query('rollback');
@@ -226,13 +228,18 @@ describe('expiry sweep', () => {
     // A held backlog of young jobs ahead of nothing old, and finished rows: filtering on the age in
     // the index scan made the planner prefer a sequential scan here.
     await db.pool.query(
-      `insert into jobs (type, payload, max_attempts, status, completed_at, endpoint, run_at, series_started_at)
-       select 'webhook.deliver', '{}', 6, case when g % 2 = 0 then 'completed' else 'pending' end,
-         case when g % 2 = 0 then now() end, 'ep' || (g % 7), now() - (g % 1000) * interval '1 second', now() - interval '1 hour'
-       from generate_series(1, 60000) g`,
+      `insert into job_queue (id, type, payload, max_attempts, status, endpoint, run_at, series_started_at)
+       select gen_random_uuid(), 'webhook.deliver', '{}', 6, 'pending', 'ep' || (g % 7), now() - (g % 1000) * interval '1 second',
+         now() - interval '1 hour'
+       from generate_series(1, 30000) g`,
+    );
+    await db.pool.query(
+      `insert into job_history (id, type, payload, status, attempts, max_attempts, run_at, created_at, finished_at, endpoint, series_started_at)
+       select gen_random_uuid(), 'webhook.deliver', '{}', 'completed', 1, 6, now(), now(), now(), 'ep' || (g % 7), now() - interval '1 hour'
+       from generate_series(1, 30000) g`,
     );
     await held('a', 20, MAX_AGE_MS + 3600_000, -3600_000);
-    await db.pool.query('analyze jobs');
+    await db.pool.query('analyze job_queue');
     // The statement as the sweep sends it, recorded from a rolled-back run, then explained.
     const client = await db.pool.connect();
     try {
@@ -251,7 +258,7 @@ describe('expiry sweep', () => {
       expect(seen).toHaveLength(1);
       const plan = await client.query(`explain (format json) ${seen[0]!.text}`, seen[0]!.values);
       const json = JSON.stringify(plan.rows[0]['QUERY PLAN']);
-      expect(json).toContain('"Index Name":"jobs_due_idx"');
+      expect(json).toContain('"Index Name":"job_queue_due_idx"');
       expect(json).not.toContain('Seq Scan');
     } finally {
       client.release();

@@ -11,7 +11,9 @@ beforeAll(async () => {
 });
 afterAll(async () => db.drop());
 beforeEach(async () => {
-  await db.pool.query('truncate jobs, webhook_attempts, events, notifications, runner_state, users cascade');
+  await db.pool.query(
+    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, history_cleared, events, notifications, audit_log, runner_state, users cascade',
+  );
 });
 const schedulers: Scheduler[] = [];
 afterEach(async () => {
@@ -131,38 +133,130 @@ describe('periodic runners', () => {
 });
 
 describe('purge', () => {
-  it('deletes exactly what is past retention, with its attempt rows, and keeps the audit log', async () => {
+  it('removes exactly what is past each retention: finished jobs by whole days with their attempts, the rest in batches', async () => {
     const ev = await db.pool.query(`insert into events (topic, data, dispatched_at, created_at) values
-      ('a.b', '{}', now(), now() - interval '9 days'), ('a.b', '{}', now(), now() - interval '9 days'), ('a.b', '{}', now(), now()) returning id`);
-    const [oldEv, oldEvWithJob, newEv] = ev.rows.map((r) => r.id as string);
+      ('a.b', '{}', now(), now() - interval '40 days'), ('a.b', '{}', now(), now() - interval '40 days'),
+      ('a.b', '{}', null, now() - interval '40 days'), ('a.b', '{}', now(), now() - interval '9 days') returning id`);
+    const [oldEv, oldEvLiveJob, undispatched, recentEv] = ev.rows.map((r) => r.id as string);
     const jobs = await db.pool.query(
-      `insert into jobs (type, status, completed_at, updated_at, event_id) values
-        ('t', 'completed', now() - interval '8 days', now(), null),
-        ('t', 'completed', now() - interval '6 days', now(), $1),
-        ('t', 'dead', null, now() - interval '31 days', null),
-        ('t', 'dead', null, now() - interval '29 days', null),
-        ('t', 'cancelled', null, now() - interval '31 days', null),
-        ('t', 'pending', null, now() - interval '60 days', null)
-       returning id, status, completed_at, updated_at`,
-      [oldEvWithJob],
+      `insert into jobs (type, status, completed_at, updated_at, created_at, event_id) values
+        ('t', 'completed', now() - interval '8 days', now(), now() - interval '8 days', null),
+        ('t', 'completed', now() - interval '6 days', now(), now() - interval '6 days', null),
+        ('t', 'dead', null, now() - interval '31 days', now() - interval '31 days', null),
+        ('t', 'dead', null, now() - interval '29 days', now() - interval '29 days', null),
+        ('t', 'cancelled', null, now() - interval '31 days', now() - interval '31 days', null),
+        ('t', 'pending', null, now() - interval '60 days', now() - interval '60 days', $1)
+       returning id, created_at`,
+      [oldEvLiveJob],
     );
     const ids = jobs.rows.map((r) => r.id as string);
-    await db.pool.query(`insert into webhook_attempts (job_id, attempt, duration_ms) select unnest($1::uuid[]), 1, 1`, [ids]);
+    // Each job's attempt was made when it finished (the live one's just now).
+    await db.pool.query(
+      `insert into webhook_attempts (job_id, attempt, duration_ms, created_at)
+       select j.id, 1, 1, case when j.status = 'pending' then now() else coalesce(j.completed_at, j.updated_at) end
+       from jobs j where j.id = any($1::uuid[])`,
+      [ids],
+    );
     await db.pool.query(`insert into users (name, role) values ('u', 'admin')`);
-    await db.pool.query(`insert into notifications (user_id, topic, read_at) select id, 'x', now() - interval '31 days' from users`);
-    await db.pool.query(`insert into notifications (user_id, topic, read_at) select id, 'y', null from users`);
+    await db.pool.query(`insert into notifications (user_id, topic, read_at) select id, 'read-31d', now() - interval '31 days' from users`);
+    // Unread ones go by id order, which is creation order (as audit rows below).
+    await db.pool.query(
+      `insert into notifications (user_id, topic, created_at) select id, 'unread-91d', now() - interval '91 days' from users`,
+    );
+    await db.pool.query(`insert into notifications (user_id, topic, read_at) select id, 'unread', null from users`);
     await db.pool.query(`insert into audit_log (action, created_at) values ('webhook.dead_letter', now() - interval '400 days')`);
+    await db.pool.query(`insert into audit_log (action, created_at) values ('webhook.dead_letter', now() - interval '300 days')`);
+    await db.pool.query(`insert into delivery_stats (minute, endpoint, slot, buckets, last_at) values
+      (date_trunc('minute', now() - interval '9 days'), 'e', 0, '{}', now()), (date_trunc('minute', now()), 'e', 0, '{}', now())`);
+    await db.pool.query(`insert into job_counts (minute, slot) values (date_trunc('minute', now() - interval '3 days'), 0)`);
+    await db.pool.query(`insert into sessions (id_hash, user_id, expires_at) select 'gone', id, now() - interval '1 minute' from users`);
+    await db.pool.query(`insert into sessions (id_hash, user_id, expires_at) select 'kept', id, now() + interval '1 hour' from users`);
 
     const counts = await purgeOld(db.pool, { completedRetentionMs: 168 * 3600_000, deadRetentionMs: 720 * 3600_000, batchSize: 1 });
-    expect(counts).toEqual({ completed: 1, dead: 2, events: 1, notifications: 1, endpoint_tombstones: 0 });
+    expect(counts).toMatchObject({
+      completed: 1,
+      dead: 2,
+      attempts: 3,
+      events: 1,
+      notifications: 2,
+      audit: 1,
+      sessions: 1,
+      endpoint_tombstones: 0,
+      legacy_tables: 0,
+    });
+    // The days of the 31-, 29- and 8-day-old jobs in the completed sets; the 31-day-old one in the dead sets.
+    expect(counts.partitions).toBe(8);
     const left = (await db.pool.query('select id from jobs')).rows.map((r) => r.id).toSorted();
     expect(left).toEqual([ids[1], ids[3], ids[5]].toSorted());
     const att = (await db.pool.query('select job_id from webhook_attempts')).rows.map((r) => r.job_id).toSorted();
     expect(att).toEqual(left);
+    // Events are kept past every job retention; an old one stays while a live job names it, or until dispatched.
     const evLeft = (await db.pool.query('select id from events')).rows.map((r) => r.id).toSorted();
-    expect(evLeft).toEqual([oldEvWithJob, newEv].toSorted());
+    expect(evLeft).toEqual([oldEvLiveJob, undispatched, recentEv].toSorted());
     expect(evLeft).not.toContain(oldEv);
-    expect((await db.pool.query('select topic from notifications')).rows).toEqual([{ topic: 'y' }]);
+    expect((await db.pool.query('select topic from notifications')).rows).toEqual([{ topic: 'unread' }]);
+    expect((await db.pool.query('select count(*)::int as n from audit_log')).rows[0].n).toBe(1);
+    expect((await db.pool.query(`select id_hash from sessions`)).rows).toEqual([{ id_hash: 'kept' }]);
+    // Counters older than the longest window read (a week for GET /v1/endpoints) are gone, the recent one stays.
+    expect(counts.delivery_stats).toBeGreaterThanOrEqual(2);
+    expect((await db.pool.query(`select count(*)::int as n from delivery_stats where minute < now() - interval '8 days'`)).rows[0].n).toBe(
+      0,
+    );
+    expect((await db.pool.query(`select count(*)::int as n from delivery_stats where minute > now() - interval '1 hour'`)).rows[0].n).toBe(
+      2,
+    );
+    // Nothing more to do: a second run removes nothing.
+    const again = await purgeOld(db.pool, { completedRetentionMs: 168 * 3600_000, deadRetentionMs: 720 * 3600_000, batchSize: 1 });
+    expect(Object.values(again).every((n) => n === 0)).toBe(true);
+  });
+
+  it('success_body_retention clears the bodies of 2xx attempts past it, by whole days, and keeps the attempts', async () => {
+    const [job] = (
+      await db.pool.query<{ id: string }>(
+        `insert into jobs (type, status, completed_at, created_at) values ('t', 'completed', now() - interval '3 days', now() - interval '3 days') returning id`,
+      )
+    ).rows.map((r) => r.id);
+    await db.pool.query(
+      `insert into webhook_attempts (job_id, attempt, status_code, error_kind, response_body, duration_ms, created_at) values
+        ($1, 1, 500, 'http_status', 'upstream down', 5, now() - interval '3 days 1 minute'),
+        ($1, 2, 200, null, '{"received":true}', 5, now() - interval '3 days'),
+        ($1, 3, 200, null, 'fresh', 5, now())`,
+      [job],
+    );
+    const opts = {
+      completedRetentionMs: 168 * 3600_000,
+      deadRetentionMs: 720 * 3600_000,
+      successBodyRetentionMs: 86_400_000,
+      batchSize: 10,
+    };
+    expect(await purgeOld(db.pool, opts)).toMatchObject({ success_bodies: 1, attempts: 0 });
+    const rows = await db.pool.query(`select attempt, response_body from webhook_attempts order by attempt`);
+    expect(rows.rows).toEqual([
+      { attempt: 1, response_body: 'upstream down' },
+      { attempt: 2, response_body: null },
+      { attempt: 3, response_body: 'fresh' },
+    ]);
+    // Each day once.
+    expect(await purgeOld(db.pool, opts)).toMatchObject({ success_bodies: 0 });
+  });
+
+  it('audit_retention 0 keeps audit rows forever; a retention under a day deletes the rows of the day it cuts', async () => {
+    await db.pool.query(`insert into audit_log (action, created_at) values ('webhook.dead_letter', now() - interval '4000 days')`);
+    const ids = (
+      await db.pool.query(
+        `insert into jobs (type, status, completed_at, created_at) values
+          ('t', 'completed', now() - interval '2 hours', now() - interval '2 hours'), ('t', 'completed', now() - interval '10 minutes', now())
+         returning id`,
+      )
+    ).rows.map((r) => r.id as string);
+    const counts = await purgeOld(db.pool, {
+      completedRetentionMs: 3600_000,
+      deadRetentionMs: 720 * 3600_000,
+      auditRetentionMs: 0,
+      batchSize: 10,
+    });
+    expect(counts).toMatchObject({ completed: 1, audit: 0 });
+    expect((await db.pool.query('select id from jobs')).rows).toEqual([{ id: ids[1] }]);
     expect((await db.pool.query('select count(*)::int as n from audit_log')).rows[0].n).toBe(1);
   });
 });

@@ -1,13 +1,14 @@
 // The circuit breaker against real receivers that go away (docs/operations.md#circuit-breaker):
 // an endpoint that refuses connections costs a bounded number of attempts, none of its jobs goes
-// dead, and everything arrives once it listens again. Short cool-downs from config.
+// dead, and everything arrives once it listens again; of two processes, one probes per cool-down.
+// Where the count of cool-downs matters, the test ends each one (endCooldown) rather than waiting.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { enqueueJobs } from '../../src/queue/transitions.js';
 import { WEBHOOK_JOB, buildBody, type DeliverPayload } from '../../src/webhook/job.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-import { waitFor } from '../helpers/logs.js';
+import { waitFor, type LogLine } from '../helpers/logs.js';
 import { call, makeUser, startApi } from '../helpers/api.js';
 import { startReceiver } from '../helpers/receiver.js';
 import { startTestService } from '../helpers/service.js';
@@ -68,34 +69,96 @@ async function counts(name: string) {
   return r.rows[0]!;
 }
 
+/** Log lines of one endpoint with this event (and fields), across the given processes. */
+function countLines(processes: ReadonlyArray<{ lines: LogLine[] }>, endpoint: string, event: string, fields: Record<string, unknown> = {}) {
+  return processes.reduce(
+    (n, p) =>
+      n +
+      p.lines.filter((l) => l.event === event && l.endpoint === endpoint && Object.entries(fields).every(([k, v]) => l[k] === v)).length,
+    0,
+  );
+}
+
+/**
+ * The cool-down of an open circuit ends now (a fake clock for the circuit: its probe is due by the
+ * database clock, `next_probe_at`), and every process is told at once, as a cool-down ending on
+ * its own would not: the tests below set cool-downs of an hour, so that only this ends one.
+ */
+async function endCooldown(endpoint: string, channel: string): Promise<void> {
+  const r = await db.pool.query(`update endpoint_state set next_probe_at = now() where endpoint = $1 and circuit = 'open'`, [endpoint]);
+  expect(r.rowCount, `${endpoint} is open`).toBe(1);
+  await db.pool.query(`select pg_notify($1, $2)`, [channel, endpoint]);
+}
+
+/**
+ * Ends the cool-down with the probe claims of `processes` lined up: the test holds a lock on the
+ * jobs table (which the probe claim updates), waits until that many claims wait behind it, and
+ * lets them all go at once. Each statement then runs with a snapshot taken after the lock, so
+ * all of them see the circuit open: only the claim's own row lock can make one the winner.
+ */
+async function contestProbe(endpoint: string, channel: string, processes: number): Promise<void> {
+  const lock = await db.pool.connect();
+  try {
+    await lock.query('begin');
+    await lock.query('lock table jobs in exclusive mode');
+    await endCooldown(endpoint, channel);
+    await waitFor(async () => {
+      // The probe claim (src/queue/transitions/claims.ts, claimProbes) waiting for the lock, known
+      // by its opening words (pg_stat_activity keeps only the first 1 kB of a statement).
+      const r = await db.pool.query<{ n: number }>(
+        `select count(*)::int as n from pg_stat_activity
+         where datname = current_database() and wait_event_type = 'Lock' and query like '%t.deadline_ms from endpoint_state%'`,
+      );
+      return r.rows[0]!.n === processes ? true : null;
+    }, 20_000);
+    await lock.query('commit');
+  } catch (err) {
+    await lock.query('rollback');
+    throw err;
+  } finally {
+    lock.release();
+  }
+}
+
 describe('circuit breaker', () => {
   it('a dead endpoint costs at most threshold + in-flight + probes over 20 cool-downs; all 1,000 arrive once it listens', async () => {
     const port = await closedPort();
     const threshold = 10;
     const inFlight = 16;
+    const cooldowns = 20;
     const { svc, lines } = await startTestService(db, {
       jobs: { max_attempts: 6, retry: { base: '20ms', max: '100ms', jitter: 0 } },
       notify: {
         webhook: {
           max_in_flight: inFlight,
-          circuit: { failure_threshold: threshold, cooldown: '100ms', cooldown_max: '400ms', alert_after: '1s' },
+          // Cool-downs end when the test says so (endCooldown): 20 of them without waiting 20 timers out.
+          circuit: { failure_threshold: threshold, cooldown: '1h', cooldown_max: '2h', alert_after: '1s' },
           max_age: '1h',
           endpoints: [{ name: 'down', url: `http://127.0.0.1:${port}/hook`, secret: SECRET, topics: ['*'], timeout: '2s' }],
         },
       },
     });
+    const me = [{ lines }];
     let server: Server | null = null;
     try {
       await enqueueJobs(db.pool, deliveries('down', 1000), svc.channels.jobs);
-      // Opened, then probed again and again: wait for 20 failed probes (cool-downs of 100..400 ms).
-      await waitFor(async () => ((await counts('down')).probes >= 20 ? true : null), 30_000, 100);
-      const held = await counts('down');
+      await waitFor(() => (countLines(me, 'down', 'endpoint.circuit_opened') === 1 ? true : null), 30_000);
+      // Opened, then probed once per cool-down, each probe failing (connection refused) and opening it again.
+      for (let k = 1; k <= cooldowns; k++) {
+        await endCooldown('down', svc.channels.endpoints);
+        await waitFor(() => (countLines(me, 'down', 'endpoint.circuit_opened', { from: 'half_open' }) === k ? true : null), 30_000);
+        expect(countLines(me, 'down', 'endpoint.probe')).toBe(k);
+      }
+      // Nothing runs between cool-downs: read when the last probe's job is back.
+      const held = await waitFor(async () => {
+        const c = await counts('down');
+        return c.pending + c.completed === 1000 ? c : null;
+      });
       expect(held.dead).toBe(0);
+      expect(held.probes).toBe(cooldowns);
       expect(held.attempts).toBeGreaterThanOrEqual(threshold);
       expect(held.attempts).toBeLessThanOrEqual(threshold + inFlight);
-      expect(held.pending + held.completed).toBe(1000);
-      expect(lines.filter((l) => l.event === 'endpoint.circuit_opened').length).toBeGreaterThanOrEqual(20);
-      // Open for over alert_after: exactly one alert so far.
+      // Open for over alert_after: exactly one alert.
       await waitFor(async () => {
         const a = await db.pool.query(`select 1 from audit_log where action = 'endpoint.circuit_opened' and target_id = 'down'`);
         return a.rowCount === 1 ? true : null;
@@ -106,12 +169,14 @@ describe('circuit breaker', () => {
 
       const got: string[] = [];
       server = await listenOn(port, got);
-      await waitFor(async () => ((await counts('down')).completed === 1000 ? true : null), 30_000, 100);
+      await endCooldown('down', svc.channels.endpoints);
+      await waitFor(async () => ((await counts('down')).completed === 1000 ? true : null), 60_000, 100);
       expect(new Set(got).size).toBe(1000);
       expect(got.length).toBe(1000);
       const after = await counts('down');
       expect(after.dead).toBe(0);
-      expect(lines.some((l) => l.event === 'endpoint.circuit_closed')).toBe(true);
+      expect(countLines(me, 'down', 'endpoint.probe')).toBe(cooldowns + 1);
+      expect(countLines(me, 'down', 'endpoint.circuit_closed')).toBe(1);
       // Recovered after the "down" alert: one recovery alert.
       await waitFor(async () => {
         const a = await db.pool.query(`select 1 from audit_log where action = 'endpoint.circuit_closed' and target_id = 'down'`);
@@ -123,7 +188,57 @@ describe('circuit breaker', () => {
       await svc.stop();
       await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
     }
-  }, 90_000);
+  }, 120_000);
+
+  it('two processes: exactly one probe per cool-down though both ask for it at once, against a receiver down and then up', async () => {
+    let down = true;
+    const rx = await startReceiver(() => (down ? { status: 503 } : { status: 200 }));
+    const cfg = {
+      jobs: { max_attempts: 6 },
+      notify: {
+        webhook: {
+          max_in_flight: 4,
+          circuit: { failure_threshold: 5, cooldown: '1h', cooldown_max: '2h' },
+          endpoints: [{ name: 'contested', url: `${rx.url}/c`, secret: SECRET, topics: ['*'] }],
+        },
+      },
+    };
+    // Two services on one database: each its own worker pool, endpoint-state cache and LISTEN connection.
+    const a = await startTestService(db, cfg);
+    const b = await startTestService(db, cfg);
+    const both = [a, b];
+    const cooldowns = 8;
+    try {
+      await enqueueJobs(db.pool, deliveries('contested', 40), a.svc.channels.jobs);
+      await waitFor(() => (countLines(both, 'contested', 'endpoint.circuit_opened') >= 1 ? true : null), 30_000);
+      // What was in flight when it opened has finished: from here only probes reach the receiver.
+      await waitFor(async () => {
+        const c = await counts('contested');
+        const busy = a.svc.workers!.inFlightFor('contested') + b.svc.workers!.inFlightFor('contested');
+        return c.pending === 40 && busy === 0 ? true : null;
+      }, 30_000);
+      for (let k = 1; k <= cooldowns; k++) {
+        const sent = rx.requests.length;
+        await contestProbe('contested', a.svc.channels.endpoints, 2);
+        await waitFor(() => (countLines(both, 'contested', 'endpoint.circuit_opened', { from: 'half_open' }) === k ? true : null), 30_000);
+        expect(countLines(both, 'contested', 'endpoint.probe')).toBe(k);
+        expect(rx.requests.length - sent).toBe(1);
+      }
+
+      // The receiver is back: one probe again, it closes the circuit, and the backlog drains.
+      down = false;
+      const sent = rx.requests.length;
+      await contestProbe('contested', a.svc.channels.endpoints, 2);
+      await waitFor(async () => ((await counts('contested')).completed === 40 ? true : null), 30_000);
+      expect(countLines(both, 'contested', 'endpoint.probe')).toBe(cooldowns + 1);
+      expect(countLines(both, 'contested', 'endpoint.circuit_closed')).toBe(1);
+      expect(rx.requests.length - sent).toBe(40);
+      expect((await counts('contested')).dead).toBe(0);
+    } finally {
+      await Promise.all([a.svc.stop(), b.svc.stop()]);
+      await rx.close();
+    }
+  }, 120_000);
 
   it('two processes: once the open state commits, neither makes more attempts than it had in flight; a pause holds both', async () => {
     let down = true;
@@ -146,43 +261,42 @@ describe('circuit breaker', () => {
     const a = await startApi(db, cfg);
     const b = await startApi(db, cfg);
     const admin = await makeUser(db.pool, 'circuit-admin', 'admin');
+    const toShared = () => rx.requests.filter((r) => r.url === '/shared').length;
     try {
       await enqueueJobs(db.pool, deliveries('shared', 300), a.svc.channels.jobs);
       await waitFor(async () => {
         const r = await db.pool.query(`select 1 from endpoint_state where endpoint = 'shared' and circuit = 'open'`);
         return r.rowCount === 1 ? true : null;
       }, 20_000);
-      // Seen committed: from here no claim of either process can take it. (circuit_since is the
-      // flush transaction's start, before its commit: claims between the two are legitimate, and
-      // counting from it made this bound fail now and then on a loaded machine.)
-      const opened = new Date();
+      // Seen committed: from here no claim of either process can take it. Counted from what the
+      // receiver had got by then, not from a timestamp (circuit_since is the flush transaction's
+      // start, before its commit: claims between the two are legitimate).
+      const atOpen = toShared();
       // Attempts already on their way when it opened finish and are written after; no new ones start.
       await waitFor(async () => {
         const r = await db.pool.query(`select 1 from jobs where endpoint = 'shared' and status = 'running'`);
         return r.rowCount === 0 && a.svc.workers!.inFlightFor('shared') + b.svc.workers!.inFlightFor('shared') === 0 ? true : null;
-      });
+      }, 30_000);
       // Requests the receiver got after the open state was seen committed: only those already
       // claimed then (each process holds at most inFlight of them), none claimed after.
-      const sentAfter = () => rx.requests.filter((r) => r.url === '/shared' && r.receivedAt > opened.getTime()).length;
-      const late = sentAfter();
+      const late = toShared() - atOpen;
       expect(late).toBeLessThanOrEqual(2 * inFlight);
       // Both processes hold it: nothing of it is claimed by either while other work flows.
       await enqueueJobs(db.pool, deliveries('other', 20), a.svc.channels.jobs);
       await waitFor(async () => ((await counts('other')).completed === 20 ? true : null));
-      expect(sentAfter()).toBe(late);
+      expect(toShared() - atOpen).toBe(late);
       expect((await counts('shared')).dead).toBe(0);
 
       // A pause through the API holds the endpoint in both processes too.
       down = false;
       expect((await call(a.url, 'POST', '/v1/endpoints/other/pause', { token: admin })).status).toBe(200);
       // Notified through the other process: claim on dispatch there obeys the pause too (its cache, at most 1 s stale, or the NOTIFY).
-      await waitFor(() => (b.svc.endpointStates?.isHeld('other') ? true : null), 5_000);
+      await waitFor(() => (b.svc.endpointStates?.isHeld('other') ? true : null));
       for (let i = 0; i < 10; i++) {
         expect((await call(b.url, 'POST', '/v1/notify', { token: admin, body: { topic: 'other.x', data: { i } } })).status).toBe(202);
       }
       // Close 'shared' by probing now: its backlog drains while 'other' stays paused.
-      await db.pool.query(`update endpoint_state set next_probe_at = now() where endpoint = 'shared'`);
-      await db.pool.query(`select pg_notify($1, 'shared')`, [a.svc.channels.endpoints]);
+      await endCooldown('shared', a.svc.channels.endpoints);
       await waitFor(async () => ((await counts('shared')).completed === 300 ? true : null), 30_000, 100);
       expect((await counts('other')).completed).toBe(20);
       expect((await call(b.url, 'POST', '/v1/endpoints/other/resume', { token: admin })).status).toBe(200);

@@ -186,7 +186,9 @@ describe('deliveries through a rotation', () => {
   });
   afterAll(async () => db.drop());
   beforeEach(async () => {
-    await db.pool.query('truncate jobs, webhook_attempts, events, notifications, audit_log cascade');
+    await db.pool.query(
+      'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events, notifications, audit_log cascade',
+    );
     rx = await startReceiver();
   });
   afterEach(async () => {

@@ -20,7 +20,9 @@ beforeAll(async () => {
 });
 afterAll(async () => db.drop());
 beforeEach(async () => {
-  await db.pool.query('truncate jobs, webhook_attempts, events, notifications, audit_log, users, runner_state cascade');
+  await db.pool.query(
+    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events, notifications, audit_log, users, runner_state cascade',
+  );
   rx = await startReceiver();
 });
 afterEach(async () => {

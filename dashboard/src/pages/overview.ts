@@ -1,33 +1,18 @@
 import { html } from 'htm/preact';
 import type { VNode } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { api, type Endpoint, type Stats } from '../api.js';
+import { api, type Endpoint, type Stats, type WorkerProcess } from '../api.js';
 import { DeliveriesChart } from '../chart.js';
 import { duration, ErrorNote, Table, Time } from '../ui.js';
 import { EndpointsTable, byCircuit } from './endpoints.js';
 
-const CARDS: Array<[key: string, status: string, label: string]> = [
+const CARDS: Array<[key: Exclude<keyof Stats['queue'], 'estimated'>, status: string, label: string]> = [
   ['pending', 'pending', 'pending'],
   ['running', 'running', 'running'],
   ['dead', 'dead', 'dead'],
   ['completed_24h', 'completed', 'completed (24 h)'],
   ['cancelled_24h', 'cancelled', 'cancelled (24 h)'],
 ];
-
-/** A row of GET /v1/workers (docs/operations.md#processes). */
-interface WorkerProcess {
-  id: string;
-  mode: 'serve' | 'worker';
-  host: string;
-  pid: number;
-  version: string;
-  jobs: boolean;
-  started_at: string;
-  last_seen: string;
-  in_flight: number;
-  runners: string[];
-  gone: boolean;
-}
 
 function ProcessesTable({ items }: { items: WorkerProcess[] }): VNode {
   return html`<${Table} label="Processes" head=${['Process', 'State', 'Version', 'Started', 'Last seen', 'In flight', 'Runners']}>

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { ALERT_ACTIONS } from '../../admin/alert-actions.js';
 import { lazy, type CliRun } from '../lazy.js';
 import { ALERTS_LIST_DEFAULT, ALERTS_TAIL_DEFAULT, collect } from '../options.js';
+import { ROLES } from '../../roles.js';
 
 const actions = () => import('../actions/admin.js');
 
@@ -54,7 +55,7 @@ export function registerUsers(program: Command, run: CliRun): void {
     .command('add')
     .description('create a user; prints its token once (only a hash is stored)')
     .argument('<name>', 'user name')
-    .requiredOption('--role <role>', 'admin, viewer or service')
+    .requiredOption('--role <role>', ROLES.join(', '))
     .option('-c, --config <file>', 'config file')
     .action(lazy(run, actions, 'usersAdd'));
   users

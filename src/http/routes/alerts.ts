@@ -4,8 +4,9 @@ import { latestAlertId, listAlerts, parseAlertActions, pumpAlerts, type AlertVie
 import { coerceError } from '../../errors.js';
 import type { Service } from '../../service.js';
 import type { AlertHub } from '../alert-hub.js';
-import { principalOf, READ } from '../auth.js';
-import { alertsQuery, alertsStreamQuery, lastEventId, parse } from '../schemas.js';
+import { principalOf } from '../auth.js';
+import { route } from '../route.js';
+import { lastEventId } from '../schemas.js';
 
 /** Comment lines keep proxies and load balancers from closing an idle stream. */
 export const KEEP_ALIVE_MS = 15_000;
@@ -54,10 +55,9 @@ const frame = (a: AlertView): string => `id: ${a.id}\nevent: ${a.action}\ndata: 
 export function alertRoutes(app: FastifyInstance, svc: Service, hub: AlertHub, streams: OpenStreams): void {
   const pool = svc.db.pool;
 
-  app.get('/v1/alerts', { config: { roles: READ } }, async (req) => listAlerts(pool, parse(alertsQuery, req.query, 'query')));
+  route(app, 'listAlerts', async ({ query }) => listAlerts(pool, query));
 
-  app.get('/v1/alerts/stream', { config: { roles: READ } }, async (req, reply) => {
-    const q = parse(alertsStreamQuery, req.query, 'query');
+  route(app, 'streamAlerts', async ({ query: q }, req, reply) => {
     // Checked before the 200 goes out, so a bad filter is a 400 naming `action`.
     const action = q.action === undefined ? undefined : parseAlertActions(q.action, 'action');
     const header = lastEventId(req.headers['last-event-id']);
@@ -104,5 +104,7 @@ export function alertRoutes(app: FastifyInstance, svc: Service, hub: AlertHub, s
       if (!res.writableEnded) res.end();
       finished();
     }
+    // Hijacked: fastify leaves the answer to the code above.
+    return reply;
   });
 }

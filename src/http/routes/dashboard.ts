@@ -2,6 +2,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { route } from '../route.js';
 
 /**
  * The operator dashboard (docs/operations.md#dashboard): static files `npm run build` puts in
@@ -68,7 +69,7 @@ function secure(reply: FastifyReply): FastifyReply {
 export function dashboardRoutes(app: FastifyInstance, dir: string = DASHBOARD_DIR): void {
   const assets = loadAssets(dir);
 
-  app.get('/', async (_req, reply) => {
+  route(app, 'dashboard', async (_in, _req, reply) => {
     const index = assets.get('index.html');
     if (!index) {
       return secure(reply).code(503).type('text/plain; charset=utf-8').send('The dashboard is not built: run `npm run build`.\n');
@@ -77,7 +78,7 @@ export function dashboardRoutes(app: FastifyInstance, dir: string = DASHBOARD_DI
     return secure(reply).header('cache-control', 'no-cache').type(index.type).send(index.body);
   });
 
-  app.get('/assets/*', async (req, reply) => {
+  route(app, 'dashboardAsset', async (_in, req, reply) => {
     const name = (req.params as { '*': string })['*'];
     const asset = assets.get(`assets/${name}`);
     if (!asset) {

@@ -14,23 +14,8 @@ import {
 import { badField } from '../../errors.js';
 import { encryptionKeyMissing } from '../../crypto/keys.js';
 import type { Endpoint } from '../../config/index.js';
-import { ADMIN, principalOf, READ } from '../auth.js';
-import {
-  createEndpointBody,
-  deleteEndpointQuery,
-  emptyBody,
-  emptyQuery,
-  endpointParams,
-  endpointsQuery,
-  parse,
-  rotateSecretBody,
-  updateEndpointBody,
-} from '../schemas.js';
-
-/** Who may read endpoints: viewers and admins all of them, a service its own (docs/operations.md#endpoints-at-run-time). */
-const READ_OR_SERVICE = [...READ, 'service'] as const;
-/** Who may create, change and delete stored endpoints (a service: its own, within its granted topics). */
-const WRITE = ['admin', 'service'] as const;
+import { principalOf } from '../auth.js';
+import { route, type AnswerAt } from '../route.js';
 
 const NO_CODEC = {
   seal: (): string => {
@@ -82,30 +67,24 @@ export function endpointRoutes(app: FastifyInstance, svc: Service): void {
     }
   };
 
-  app.get('/v1/endpoints', { config: { roles: READ_OR_SERVICE } }, async (req) => {
-    const q = parse(endpointsQuery, req.query, 'query');
-    return { items: await endpointHealth(svc.db.pool, visible(actorOf(req)), q.window_minutes, local()) };
-  });
+  // Who sees what: viewers and admins every endpoint, a service its own (docs/operations.md#endpoints-at-run-time).
+  route(app, 'listEndpoints', async ({ query }, req) => ({
+    items: await endpointHealth(svc.db.pool, visible(actorOf(req)), query.window_minutes, local()),
+  }));
 
-  app.get('/v1/endpoints/:name', { config: { roles: READ_OR_SERVICE } }, async (req) => {
-    const { name } = parse(endpointParams, req.params, 'params');
-    parse(emptyQuery, req.query, 'query');
-    return endpointView(svc.db.pool, visible(actorOf(req)), name, local());
-  });
+  route(app, 'getEndpoint', async ({ params: { name } }, req) => endpointView(svc.db.pool, visible(actorOf(req)), name, local()));
 
   // The secret is in this answer only: stored encrypted, never shown again.
-  app.post('/v1/endpoints', { config: { roles: WRITE } }, async (req, reply) => {
-    const input = parse(createEndpointBody, req.body, 'body');
+  route(app, 'createEndpoint', async ({ body: input }, req, reply) => {
     checkBudget(input.max_in_flight);
     const { secret } = await createStoredEndpoint(store(), input, actorOf(req));
     // This process delivers to it at once; the others within a second (NOTIFY, or their poll).
     await svc.registry.refresh(true);
-    return reply.code(201).send({ ...(await endpointView(svc.db.pool, svc.endpoints, input.name, local())), secret });
+    const created = { ...(await endpointView(svc.db.pool, svc.endpoints, input.name, local())), secret };
+    return reply.code(201).send(created satisfies AnswerAt<'createEndpoint', 201>);
   });
 
-  app.patch('/v1/endpoints/:name', { config: { roles: WRITE } }, async (req) => {
-    const { name } = parse(endpointParams, req.params, 'params');
-    const patch = parse(updateEndpointBody, req.body, 'body');
+  route(app, 'updateEndpoint', async ({ params: { name }, body: patch }, req) => {
     checkBudget(patch.max_in_flight);
     await updateStoredEndpoint(store(), name, patch, actorOf(req));
     await svc.registry.refresh(true);
@@ -113,36 +92,29 @@ export function endpointRoutes(app: FastifyInstance, svc: Service): void {
   });
 
   // The new secret is in this answer only; the old one keeps signing (X-ACW-Signature) until rotate_until.
-  app.post('/v1/endpoints/:name/rotate-secret', { config: { roles: WRITE } }, async (req) => {
-    const { name } = parse(endpointParams, req.params, 'params');
-    const body = parse(rotateSecretBody, req.body ?? {}, 'body');
+  route(app, 'rotateEndpointSecret', async ({ params: { name }, body }, req) => {
     const out = await rotateStoredSecret(store(), name, body, actorOf(req), svc.config);
     await svc.registry.refresh(true);
     return { name, ...out };
   });
 
-  app.delete('/v1/endpoints/:name', { config: { roles: WRITE } }, async (req) => {
-    const { name } = parse(endpointParams, req.params, 'params');
-    const q = parse(deleteEndpointQuery, req.query, 'query');
-    parse(emptyBody, req.body, 'body');
-    const { cancelled_jobs } = await deleteStoredEndpoint(store(false), name, q.force ?? false, actorOf(req));
+  route(app, 'deleteEndpoint', async ({ params: { name }, query }, req) => {
+    const { cancelled_jobs } = await deleteStoredEndpoint(store(false), name, query.force ?? false, actorOf(req));
     await svc.registry.refresh(true);
-    return { name, deleted: true, cancelled_jobs };
+    return { name, deleted: true as const, cancelled_jobs };
   });
 
-  app.post('/v1/endpoints/:name/test', { config: { roles: ADMIN } }, async (req, reply) => {
-    const { name } = parse(endpointParams, req.params, 'params');
-    parse(emptyBody, req.body, 'body');
-    return reply.code(202).send(await testEndpoint(svc, name, principalOf(req).name));
+  route(app, 'testEndpoint', async ({ params: { name } }, req, reply) => {
+    return reply.code(202).send((await testEndpoint(svc, name, principalOf(req).name)) satisfies AnswerAt<'testEndpoint', 202>);
   });
 
   // 200 with the endpoint's view either way; `changed: false` when there was nothing to do.
-  const stateChange = (fn: typeof pauseEndpoint) => async (req: FastifyRequest) => {
-    const { name } = parse(endpointParams, req.params, 'params');
-    parse(emptyBody, req.body, 'body');
-    const { changed } = await fn(ctx(), name, principalOf(req).name);
-    return { ...(await endpointView(svc.db.pool, svc.endpoints, name, local())), changed };
-  };
-  app.post('/v1/endpoints/:name/pause', { config: { roles: ADMIN } }, stateChange(pauseEndpoint));
-  app.post('/v1/endpoints/:name/resume', { config: { roles: ADMIN } }, stateChange(resumeEndpoint));
+  const stateChange =
+    (fn: typeof pauseEndpoint) =>
+    async ({ params: { name } }: { params: { name: string } }, req: FastifyRequest) => {
+      const { changed } = await fn(ctx(), name, principalOf(req).name);
+      return { ...(await endpointView(svc.db.pool, svc.endpoints, name, local())), changed };
+    };
+  route(app, 'pauseEndpoint', stateChange(pauseEndpoint));
+  route(app, 'resumeEndpoint', stateChange(resumeEndpoint));
 }

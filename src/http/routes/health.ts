@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { migrationStatus } from '../../db/migrate.js';
 import { coerceError } from '../../errors.js';
 import type { Service } from '../../service.js';
+import { route, type AnswerAt } from '../route.js';
 
 const READY_TIMEOUT_MS = 2_000;
 
@@ -45,13 +46,13 @@ let lastLogged = -Infinity;
 /** Liveness, readiness and metrics: public, on both `serve` and `worker`. */
 export function healthRoutes(app: FastifyInstance, svc: Service): void {
   // Liveness is the process and its event loop only: no database, so a busy pool never fails it.
-  app.get('/healthz', async () => ({ status: 'ok' }));
+  route(app, 'liveness', async () => ({ status: 'ok' }) as const);
 
-  app.get('/readyz', async (_req, reply) => {
+  route(app, 'readiness', async (_in, _req, reply) => {
     const why = await notReadyReason(svc);
-    if (why) return reply.code(503).send({ status: 'not_ready', ...why });
-    return { status: 'ready' };
+    if (why) return reply.code(503).send({ status: 'not_ready' as const, ...why } satisfies AnswerAt<'readiness', 503>);
+    return { status: 'ready' } as const;
   });
 
-  app.get('/metrics', async (_req, reply) => reply.type(svc.metrics.contentType).send(await svc.metrics.render()));
+  route(app, 'metrics', async (_in, _req, reply) => reply.type(svc.metrics.contentType).send(await svc.metrics.render()));
 }

@@ -3,10 +3,15 @@ import { noWorkerWarning } from '../../admin/processes.js';
 import { WEBHOOK_JOB } from '../../webhook/job.js';
 import { notifyBatchNow, notifyNow, type NotifyAnswer } from '../../notify/notify.js';
 import type { Service } from '../../service.js';
-import { principalOf, SERVICE } from '../auth.js';
-import { notifyBatchBody, notifyBody, parse } from '../schemas.js';
+import { principalOf } from '../auth.js';
+import { headerIdempotencyKey, notifyKey } from '../idempotency-key.js';
+import { route, type AnswerAt } from '../route.js';
 
-/** The answer as sent: `replayed` is added here, not stored (the kept answer is the first one, which was no replay). */
+/**
+ * The answer as sent: `replayed` is added here, not stored (the kept answer is the first one, which
+ * was no replay). It is written through the answer's schema, so whatever else an older version
+ * stored with it stays out.
+ */
 function answer(a: NotifyAnswer): NotifyAnswer['body'] & { replayed: boolean } {
   return { ...a.body, replayed: a.status === 200 };
 }
@@ -17,18 +22,19 @@ export function notifyRoutes(app: FastifyInstance, svc: Service): void {
     if (a.status === 202) svc.metrics.jobsEnqueued(WEBHOOK_JOB, topic, a.body.job_ids.length);
   };
 
-  app.post('/v1/notify', { config: { roles: SERVICE } }, async (req, reply) => {
-    const input = parse(notifyBody, req.body, 'body');
+  route(app, 'notify', async ({ body: input }, req, reply) => {
+    // The key may come as a header (docs/integrate.md#idempotency-keys): the same as the body's, or alone.
+    const header = headerIdempotencyKey(req.headers['idempotency-key']);
+    if (header !== undefined) input.idempotency_key = notifyKey(header, input.idempotency_key);
     const [ans, warning] = await Promise.all([
       notifyNow(svc.db.pool, input, principalOf(req).name, svc.fanOutContext),
       noWorkerWarning(svc.db.pool),
     ]);
     count(input.topic, ans);
-    return reply.code(ans.status).send(warning ? { ...answer(ans), warning } : answer(ans));
+    return reply.code(ans.status).send((warning ? { ...answer(ans), warning } : answer(ans)) satisfies AnswerAt<'notify', 202>);
   });
 
-  app.post('/v1/notify/batch', { config: { roles: SERVICE } }, async (req, reply) => {
-    const { events } = parse(notifyBatchBody, req.body, 'body');
+  route(app, 'notifyBatch', async ({ body: { events } }, req, reply) => {
     const [answers, warning] = await Promise.all([
       notifyBatchNow(svc.db.pool, events, principalOf(req).name, svc.fanOutContext),
       noWorkerWarning(svc.db.pool),
@@ -36,6 +42,7 @@ export function notifyRoutes(app: FastifyInstance, svc: Service): void {
     answers.forEach((a, i) => count(events[i]!.topic, a));
     // 200 only when every event was a replay of an earlier call: nothing new was accepted.
     const status = answers.every((a) => a.status === 200) ? 200 : 202;
-    return reply.code(status).send({ results: answers.map(answer), ...(warning ? { warning } : {}) });
+    const sent = { results: answers.map(answer), ...(warning ? { warning } : {}) };
+    return reply.code(status).send(sent satisfies AnswerAt<'notifyBatch', 202>);
   });
 }

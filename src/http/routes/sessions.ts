@@ -1,13 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { z } from 'zod';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Principal } from '../../admin/users.js';
-import type { Role } from '../../config/index.js';
 import { ApiError } from '../../errors.js';
+import { ACCESS, type Role } from '../../roles.js';
 import type { Service } from '../../service.js';
 import { hashToken } from '../../users.js';
 import { cookieValue, principalOf, SESSION_COOKIE, type SessionAuth } from '../auth.js';
-import { parse } from '../schemas.js';
+import { route, type AnswerAt } from '../route.js';
 
 /**
  * Dashboard sign-in (docs/operations.md#dashboard): `POST /v1/session` trades an API token for a
@@ -16,10 +15,8 @@ import { parse } from '../schemas.js';
  * in the page, a URL or storage. `GET /v1/session` says who is signed in, `DELETE` signs out.
  */
 
-export const signInBody = z.strictObject({ token: z.string().min(1, 'expected the API token').max(512, 'too long for a token') });
-
 // Roles that can read the dashboard's pages; a service token only sends events.
-const DASHBOARD_ROLES: readonly Role[] = ['admin', 'viewer'];
+const DASHBOARD_ROLES: readonly Role[] = ACCESS.read;
 
 /** A URL's origin (`https://acw.example.com`), or undefined for none or a malformed one. */
 function originOf(url: string): string | undefined {
@@ -107,26 +104,25 @@ const view = (p: Principal, expiresAt?: Date) => ({
 });
 
 export function sessionRoutes(app: FastifyInstance, svc: Service, sessions: Sessions): void {
-  app.post('/v1/session', async (req: FastifyRequest, reply: FastifyReply) => {
+  route(app, 'signIn', async ({ body: { token } }, req, reply) => {
     // A sign-in from another site (login CSRF) is refused; a client without Origin (curl) is no browser page.
     if (req.headers.origin !== undefined && !sessions.sameOrigin(req)) {
       throw new ApiError(403, 'forbidden', 'origin: sign in from the dashboard itself', { field: 'origin' });
     }
-    const { token } = parse(signInBody, req.body ?? {}, 'body');
     const s = await sessions.open(token);
     svc.log.info({ event: 'session.opened', user: s.principal.name, role: s.principal.role }, 'dashboard sign-in');
     return reply
       .header('set-cookie', sessions.cookie(s.id, Math.floor(svc.config.server.session_ttl / 1000)))
       .header('cache-control', 'no-store')
-      .send(view(s.principal, s.expiresAt));
+      .send(view(s.principal, s.expiresAt) satisfies AnswerAt<'signIn', 200>);
   });
 
-  app.get('/v1/session', { config: { roles: 'any' } }, async (req, reply) => {
-    return reply.header('cache-control', 'no-store').send(view(principalOf(req)));
-  });
+  route(app, 'getSession', async (_in, req, reply) =>
+    reply.header('cache-control', 'no-store').send(view(principalOf(req)) satisfies AnswerAt<'getSession', 200>),
+  );
 
   // Sign-out needs no valid session: an expired one still gets its cookie cleared.
-  app.delete('/v1/session', async (req, reply) => {
+  route(app, 'signOut', async (_in, req, reply) => {
     const sid = cookieValue(req.headers.cookie, SESSION_COOKIE);
     if (sid !== undefined) {
       if (!sessions.sameOrigin(req))

@@ -12,10 +12,10 @@ import type { ClaimOptions } from '../transition-types.js';
  * prepared statement reaches them by primary key instead of joining against a scan of `jobs`.
  */
 const CLAIM_SQL = `with due as (
-    select id from jobs
+    select id from job_queue
     where status = 'pending' and run_at <= now() and ($4::text[] is null or type = any($4::text[]))
     order by run_at, id limit $3 for update skip locked)
-  update jobs j set ${SET_RUNNING} where j.id = any(array(select id from due)) returning ${RETURNING}`;
+  update job_queue j set ${SET_RUNNING} where j.id = any(array(select id from due)) returning ${RETURNING}`;
 
 /**
  * Per-endpoint slots, fair: each endpoint with free slots is read from its own range of the
@@ -44,17 +44,17 @@ const CLAIM_FAIR_SQL = `with req as (select ep, n, rate from unnest($5::text[], 
       and not exists (select 1 from endpoint_state st where st.endpoint = r.ep and (st.circuit <> 'closed' or st.paused))),
   by_endpoint as (
     select d.id, d.run_at, row_number() over (partition by eps.ep order by d.run_at, d.id) as rn from eps cross join lateral (
-      select id, run_at from jobs
+      select id, run_at from job_queue
       where status = 'pending' and endpoint = eps.ep and run_at <= now() and ($4::text[] is null or type = any($4::text[]))
       order by run_at, id limit least(eps.n, $3) for update skip locked) d where eps.n > 0),
   fair as (select id, run_at, rn from by_endpoint order by rn, run_at, id limit $3),
   unkeyed as (
     select u.id, u.run_at, row_number() over (order by u.run_at, u.id) as rn from (
-      select id, run_at from jobs
+      select id, run_at from job_queue
       where $7::int > 0 and status = 'pending' and endpoint is null and run_at <= now() and ($4::text[] is null or type = any($4::text[]))
       order by run_at, id limit $7 for update skip locked) u),
   chosen as (select id from (select * from fair union all select * from unkeyed) c order by rn, run_at, id limit $8),
-  upd as (update jobs j set ${SET_RUNNING} where j.id = any(array(select id from chosen)) returning ${RETURNING}),
+  upd as (update job_queue j set ${SET_RUNNING} where j.id = any(array(select id from chosen)) returning ${RETURNING}),
   spend as (
     update endpoint_state st set tokens = b.tokens - u.k, tokens_at = now(), updated_at = now()
     from bucket b join (select endpoint, count(*) as k from upd group by endpoint) u on u.endpoint = b.endpoint
@@ -115,13 +115,13 @@ export async function claimProbes(
         select s.endpoint, t.deadline_ms from endpoint_state s join unnest($3::text[], $4::int[]) t(ep, deadline_ms) on t.ep = s.endpoint
         where s.circuit = 'open' and not s.paused and s.next_probe_at <= now()
           -- Only an endpoint with a due job is locked: an open one with nothing to send costs no lock.
-          and exists (select 1 from jobs where status = 'pending' and endpoint = s.endpoint and run_at <= now() and type = $5)
+          and exists (select 1 from job_queue where status = 'pending' and endpoint = s.endpoint and run_at <= now() and type = $5)
         order by s.endpoint for update of s skip locked),
       pick as (
         select p.id, due.endpoint, due.deadline_ms from due cross join lateral (
-          select id from jobs where status = 'pending' and endpoint = due.endpoint and run_at <= now() and type = $5
+          select id from job_queue where status = 'pending' and endpoint = due.endpoint and run_at <= now() and type = $5
           order by run_at, id limit 1 for update skip locked) p),
-      upd as (update jobs j set ${SET_RUNNING} from pick where j.id = pick.id returning ${RETURNING}),
+      upd as (update job_queue j set ${SET_RUNNING} from pick where j.id = pick.id returning ${RETURNING}),
       st as (
         update endpoint_state s set circuit = 'half_open', circuit_since = now(), probe_job_id = pick.id,
           probe_deadline = now() + pick.deadline_ms * interval '1 millisecond', updated_at = now()

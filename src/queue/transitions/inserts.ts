@@ -22,9 +22,10 @@ export async function enqueueJobs(db: Queryable, jobs: readonly NewJob[], channe
  * when a job is pending. Leases run from the insert itself (clock_timestamp), not from the start
  * of a transaction that may have run for a while.
  *
- * With `skipExisting`, a job whose id exists already is left as it is and not returned (a webhook
- * job's id is fixed by its event and endpoint, and an event dispatched again must not fail its
- * batch). Without it such a job fails the statement (unique violation on jobs_pkey, see
+ * With `skipExisting`, a job whose id exists already, live or in history, is left as it is and not
+ * returned (a webhook job's id is fixed by its event and endpoint, and an event dispatched again
+ * must not fail its batch, nor send a finished job again). Without it a live job of that id fails
+ * the statement (unique violation on job_queue_pkey, see
  * isExistingJob): the check costs a speculative insertion per row, so the hot path goes without it
  * and retries with it.
  */
@@ -61,7 +62,7 @@ export async function insertJobs(
     await db.query({
       name: 'acw_enqueue_known',
       text: `with ins as (
-        insert into jobs (id, type, payload, max_attempts, run_at, event_id, endpoint)
+        insert into job_queue (id, type, payload, max_attempts, run_at, event_id, endpoint)
         select t.id, t.type, coalesce(t.payload, 'null'::jsonb), t.max_attempts, now() + t.delay * interval '1 millisecond', t.event_id, t.endpoint
         from json_to_recordset($1::json) as t(id uuid, type text, payload jsonb, max_attempts int, delay int, event_id uuid, endpoint text))
       select pg_notify($2, '')`,
@@ -72,7 +73,7 @@ export async function insertJobs(
   const res = await db.query<InsertRow>({
     name: opts.skipExisting ? 'acw_enqueue_skip' : 'acw_enqueue',
     text: `with ins as (
-      insert into jobs (id, type, payload, max_attempts, run_at, event_id, endpoint, status, attempts, locked_by, lease_token, lease_expires_at)
+      insert into job_queue (id, type, payload, max_attempts, run_at, event_id, endpoint, status, attempts, locked_by, lease_token, lease_expires_at)
       select coalesce(t.id, gen_random_uuid()), t.type, coalesce(t.payload, 'null'::jsonb), t.max_attempts,
         now() + t.delay * interval '1 millisecond', t.event_id, t.endpoint,
         case when t.leased then 'running' else 'pending' end, case when t.leased then 1 else 0 end,
@@ -80,7 +81,7 @@ export async function insertJobs(
         case when t.leased then clock_timestamp() + $4 * interval '1 millisecond' end
       from json_to_recordset($1::json)
         as t(id uuid, type text, payload jsonb, max_attempts int, delay int, event_id uuid, endpoint text, leased boolean)
-      ${opts.skipExisting ? 'on conflict (id) do nothing' : ''}
+      ${opts.skipExisting ? 'where t.id is null or not exists (select 1 from job_history h where h.id = t.id) on conflict (id) do nothing' : ''}
       returning id, lease_token, extract(epoch from lease_expires_at)::float8 * 1000 as lease_expires_ms)
     select ins.*, extract(epoch from clock_timestamp())::float8 * 1000 as db_now_ms
     from ins, (select case when bool_or(p) then pg_notify($2, '') end from unnest(array[$5::boolean]) p) n`,
@@ -140,7 +141,7 @@ export async function insertWithJobs(db: Queryable, w: WithJobs, channel: string
   const res = await db.query<{ written: boolean }>({
     name: w.name,
     text: `with first as (${w.first.text}), ins as (
-      insert into jobs (id, type, payload, max_attempts, run_at, event_id, endpoint)
+      insert into job_queue (id, type, payload, max_attempts, run_at, event_id, endpoint)
       select j.id, ${p(1)}, jsonb_build_object('topic', ${p(2)}::text, 'body', ${p(3)}::text || ${w.bodyNowSql} || ${p(4)}::text),
         ${p(5)}, now(), ${p(6)}, j.endpoint
       from unnest(${p(7)}::uuid[], ${p(8)}::text[]) as j(id, endpoint)
@@ -155,5 +156,5 @@ export async function insertWithJobs(db: Queryable, w: WithJobs, channel: string
 /** The error of a job insert (without `skipExisting`) that met an existing job id. */
 export function isExistingJob(err: unknown): boolean {
   const e = err as { code?: string; constraint?: string };
-  return e.code === '23505' && e.constraint === 'jobs_pkey';
+  return e.code === '23505' && e.constraint === 'job_queue_pkey';
 }

@@ -1,27 +1,51 @@
 import type { Queryable } from '../../db/pool.js';
-import { CLEAR_LEASE, JOB_COLUMNS, NOT_SKIPPED, redriveWhere, type JobRow, type RedriveMatch } from '../job-rows.js';
+import { LIVE_JOB_COLUMNS, redriveWhere, type JobRow, type RedriveMatch } from '../job-rows.js';
+import { FINISH, KEEP_ATTEMPTS } from './history-moves.js';
 
 // The operator's moves (admin/job-actions.ts checks the state, locks, audits and notifies), an
-// endpoint's force-delete and replay (the module's rules: ../transitions.ts).
+// endpoint's force-delete and replay (the module's rules: ../transitions.ts). A job taken back
+// from history leaves job_history for job_queue in the statement that requeues it, id kept.
 
-// A new attempt series: due now, attempts reset, no lease, not parked, and its age (notify.webhook.max_age) counted
-// from now. last_error stays as history until the next outcome.
-const REQUEUE = `status = 'pending', attempts = 0, run_at = now(), completed_at = null, series_started_at = now(), ${NOT_SKIPPED},
-  ${CLEAR_LEASE}`;
+/**
+ * A new attempt series for the rows of `src` (just deleted from job_history, `returning h.*`): due
+ * now, attempts reset, no lease, not parked, and its age (notify.webhook.max_age) counted from
+ * now. last_error stays as history until the next outcome.
+ */
+const REQUEUE = (src: string): string =>
+  `insert into job_queue (id, type, payload, status, attempts, max_attempts, run_at, last_error, created_at, updated_at,
+    event_id, endpoint, series_started_at)
+  select m.id, m.type, m.payload, 'pending', 0, m.max_attempts, now(), m.last_error, m.created_at, now(),
+    m.event_id, m.endpoint, now() from ${src} m`;
 
-/** Operator retry: dead or completed -> pending with a fresh attempt series. The caller holds the row lock. */
+/**
+ * Take the history rows `pick` names (a select of `id, finished_at` from job_history, locked, SKIP
+ * LOCKED where many) back into job_queue; `out` is a select over `ins` (the new live rows).
+ */
+const FROM_HISTORY = (pick: string, out: string): string => `with v as (${pick}),
+    moved as (delete from job_history h using v where h.id = v.id and h.finished_at = v.finished_at returning h.*),
+    ins as (${REQUEUE('moved')} returning *)
+  ${out}`;
+
+/** Operator retry: dead, completed or cancelled -> pending with a fresh attempt series. The caller holds the row lock. */
 export async function operatorRetryJob(client: Queryable, id: string): Promise<JobRow> {
-  const upd = await client.query<JobRow>(`update jobs set ${REQUEUE} where id = $1 returning ${JOB_COLUMNS}`, [id]);
-  return upd.rows[0]!;
-}
-
-/** Operator cancel: pending -> cancelled. The caller holds the row lock. */
-export async function operatorCancelJob(client: Queryable, id: string): Promise<JobRow> {
-  const upd = await client.query<JobRow>(
-    `update jobs set status = 'cancelled', ${NOT_SKIPPED}, updated_at = now() where id = $1 returning ${JOB_COLUMNS}`,
+  const res = await client.query<JobRow>(
+    FROM_HISTORY(`select id, finished_at from job_history where id = $1`, `select ${LIVE_JOB_COLUMNS} from ins`),
     [id],
   );
-  return upd.rows[0]!;
+  return res.rows[0]!;
+}
+
+/** Operator cancel: pending -> cancelled (into job_history). The caller holds the row lock. */
+export async function operatorCancelJob(client: Queryable, id: string): Promise<JobRow> {
+  const res = await client.query<JobRow>(
+    `with moved as (delete from job_queue j where j.id = $1 returning j.*),
+       ${FINISH('moved', 'cancelled')},
+       kept as (${KEEP_ATTEMPTS('moved')})
+     select id, type, status, attempts, max_attempts, run_at, last_error, created_at, null::timestamptz as completed_at, topic, endpoint, event_id
+     from hist`,
+    [id],
+  );
+  return res.rows[0]!;
 }
 
 /**
@@ -29,22 +53,22 @@ export async function operatorCancelJob(client: Queryable, id: string): Promise<
  * their retries find the endpoint gone). Reads the endpoint's range of the due index. Returns how many.
  */
 export async function cancelEndpointJobs(client: Queryable, endpoint: string): Promise<number> {
-  const res = await client.query(
-    `update jobs set status = 'cancelled', last_error = 'endpoint deleted', ${NOT_SKIPPED}, updated_at = now()
-     where status = 'pending' and endpoint = $1`,
+  const res = await client.query<{ n: number }>(
+    `with moved as (delete from job_queue j where j.status = 'pending' and j.endpoint = $1 returning j.*),
+       ${FINISH('moved', 'cancelled', `'endpoint deleted'`)},
+       kept as (${KEEP_ATTEMPTS('moved')})
+     select count(*)::int as n from moved`,
     [endpoint],
   );
-  return res.rowCount ?? 0;
+  return res.rows[0]?.n ?? 0;
 }
 
 /** Operator redrive: every dead job matching -> pending with a fresh attempt series. Returns how many. */
 export async function operatorRedriveJobs(client: Queryable, m: RedriveMatch): Promise<number> {
   const { where, values } = redriveWhere(m);
-  // SKIP LOCKED: a dead job the purge is deleting right now is simply not redriven.
+  // SKIP LOCKED: a dead job another move holds right now is simply not redriven.
   const res = await client.query<{ n: number }>(
-    `with v as (select id from jobs where ${where} for update skip locked),
-       upd as (update jobs j set ${REQUEUE} from v where j.id = v.id returning 1)
-       select count(*)::int as n from upd`,
+    FROM_HISTORY(`select id, finished_at from job_history where ${where} for update skip locked`, `select count(*)::int as n from ins`),
     values,
   );
   return res.rows[0]?.n ?? 0;
@@ -55,21 +79,21 @@ export async function operatorRedriveJobs(client: Queryable, m: RedriveMatch): P
  * [since, until) whose status is listed -> pending with a fresh attempt series, ids kept (the
  * `X-ACW-Event-Id` receivers deduplicate on). Only dead and completed jobs move, whatever the
  * caller lists: a pending job is queued already, a running one belongs to its worker, a cancelled
- * one was stopped on purpose. Reads the endpoint's range of the (endpoint, created_at, id) index;
- * SKIP LOCKED leaves a job the purge is deleting right now. Returns how many moved. The jobs a
- * replay makes for events that had none go through insertJobs.
+ * one was stopped on purpose. Reads the endpoint's range of job_history's (endpoint, created_at,
+ * id) index in each day. Returns how many moved. The jobs a replay makes for events that had none
+ * go through insertJobs.
  */
 export async function replayJobs(
   client: Queryable,
   m: { endpoint: string; since: Date; until: Date; statuses: readonly string[] },
 ): Promise<number> {
   const res = await client.query<{ n: number }>(
-    `with v as (
-         select id from jobs
+    FROM_HISTORY(
+      `select id, finished_at from job_history
          where endpoint = $1 and created_at >= $2 and created_at < $3 and status = any($4::text[]) and status in ('dead', 'completed')
-         for update skip locked),
-       upd as (update jobs j set ${REQUEUE} from v where j.id = v.id returning 1)
-     select count(*)::int as n from upd`,
+         for update skip locked`,
+      `select count(*)::int as n from ins`,
+    ),
     [m.endpoint, m.since, m.until, m.statuses],
   );
   return res.rows[0]?.n ?? 0;

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { withTransaction, type Queryable } from '../../db/pool.js';
 import { ATTEMPTS_SPENT, CLEAR_LEASE, toDead, type ReapedRow } from '../job-rows.js';
+import { FINISH, KEEP_ATTEMPTS } from './history-moves.js';
 import type { DeadHook } from '../types.js';
 import type { ExpiredRow, ExpiryCursor } from '../transition-types.js';
 
@@ -15,7 +16,7 @@ import type { ExpiredRow, ExpiryCursor } from '../transition-types.js';
  */
 export async function unparkJobs(db: Queryable, endpoints: readonly string[]): Promise<number> {
   const res = await db.query(
-    `update jobs set run_at = now()
+    `update job_queue set run_at = now()
       where status = 'pending' and endpoint = any($1::text[]) and run_at > now() and skipped_since is not null`,
     [endpoints],
   );
@@ -32,19 +33,27 @@ export async function reapJobs(
   opts: { batch: number; channel: string; onDead?: DeadHook | undefined },
 ): Promise<ReapedRow[]> {
   return withTransaction(pool, async (client) => {
+    // The reaper's range is job_queue_running_idx (keyed so that renewals stay HOT): it reads every
+    // running job, which are few, and takes those whose lease ran out.
+    const lost = `'lease expired: worker ' || coalesce(j.locked_by, '?') || ' stopped renewing it'`;
     const res = await client.query<ReapedRow>(
       `with expired as (
-           select id, locked_by from jobs where status = 'running' and lease_expires_at < now()
+           select id, locked_by from job_queue where status = 'running' and lease_expires_at < now()
            order by lease_expires_at limit $1 for update skip locked),
          upd as (
-           update jobs j set
-             status = case when ${ATTEMPTS_SPENT} then 'dead' else 'pending' end,
-             run_at = now(),
-             last_error = 'lease expired: worker ' || coalesce(j.locked_by, '?') || ' stopped renewing it',
-             ${CLEAR_LEASE}
-           from expired e where j.id = e.id
-           returning j.id, j.status, j.type, j.payload, j.attempts, j.max_attempts, j.last_error, j.event_id, j.endpoint, e.locked_by)
-         select upd.*, (select pg_notify($2, '') where exists (select 1 from upd where status = 'pending')) as n from upd`,
+           update job_queue j set status = 'pending', run_at = now(), last_error = ${lost}, ${CLEAR_LEASE}
+           from expired e where j.id = e.id and not ${ATTEMPTS_SPENT}
+           returning j.id, j.status, j.type, j.payload, j.attempts, j.max_attempts, j.last_error, j.event_id, j.endpoint, e.locked_by),
+         moved as (
+           delete from job_queue j using expired e where j.id = e.id and ${ATTEMPTS_SPENT}
+           returning j.*, ${lost} as error),
+         ${FINISH('moved', 'dead', 'm.error')},
+         kept as (${KEEP_ATTEMPTS('moved')}),
+         done as (
+           select * from upd
+           union all
+           select id, 'dead', type, payload, attempts, max_attempts, error, event_id, endpoint, locked_by from moved)
+         select done.*, (select pg_notify($2, '') where exists (select 1 from upd)) as n from done`,
       [opts.batch, opts.channel],
     );
     const dead = res.rows.filter((r) => r.status === 'dead');
@@ -72,21 +81,21 @@ export async function expireHeldJobs(
 ): Promise<{ rows: ExpiredRow[]; next: ExpiryCursor | null }> {
   const res = await client.query<{ examined: number; last_run_at: string; last_id: string } & Partial<ExpiredRow>>(
     `with page as (
-         select id, run_at from jobs
+         select id, run_at from job_queue
          where status = 'pending' and run_at <= now() and (run_at, id) > ($1::timestamptz, $2::uuid)
          order by run_at, id limit $4),
        last as (
          select run_at::text as last_run_at, id as last_id, (select count(*)::int from page) as examined
          from page order by run_at desc, id desc limit 1),
        old as (
-         select id from jobs
+         select id from job_queue
          where id = any(array(select id from page)) and status = 'pending' and endpoint is not null
            and series_started_at < now() - $3 * interval '1 millisecond'
          for update skip locked),
-       upd as (
-         update jobs j set status = 'dead', last_error = 'endpoint unavailable', updated_at = now()
-         from old where j.id = old.id
-         returning j.id, j.type, j.payload, j.attempts, j.endpoint, j.event_id, j.series_started_at)
+       moved as (delete from job_queue j using old where j.id = old.id returning j.*),
+       ${FINISH('moved', 'dead', `'endpoint unavailable'`)},
+       kept as (${KEEP_ATTEMPTS('moved')}),
+       upd as (select id, type, payload, attempts, endpoint, event_id, series_started_at from moved)
      select last.*, upd.* from last left join upd on true`,
     [opts.after?.runAt ?? '-infinity', opts.after?.id ?? '00000000-0000-0000-0000-000000000000', opts.maxAgeMs, opts.batch],
   );

@@ -1,0 +1,169 @@
+import type { Queryable } from '../db/pool.js';
+import { DURATION_BUCKETS } from '../queue/attempt-rows.js';
+
+/**
+ * The operator reads that summarise history (GET /v1/stats, GET /v1/endpoints), bounded whatever
+ * its size: they add up the per-minute counters that the outcome statements keep (delivery_stats,
+ * job_counts) and count live jobs only up to a cap, past which they estimate.
+ */
+
+/** Exact counts up to this many; past it, an estimate from the table statistics. */
+export const EXACT_UP_TO = 10_000;
+
+export interface QueueCounts {
+  pending: number;
+  running: number;
+  dead: number;
+  completed_24h: number;
+  cancelled_24h: number;
+  /** The counts above that are estimates (past EXACT_UP_TO), if any. */
+  estimated?: Array<'pending' | 'dead'>;
+}
+
+/**
+ * Jobs by status: pending, running and dead now, completed and cancelled in the last 24 hours.
+ * Pending and dead are counted up to EXACT_UP_TO and estimated past it (job_queue's, or the dead
+ * set's, row estimate); running jobs are few (each holds a worker).
+ */
+export async function queueCounts(db: Queryable): Promise<QueueCounts> {
+  const res = await db.query<{
+    pending: number;
+    running: number;
+    dead: number;
+    live_est: number;
+    dead_est: number;
+    completed_24h: number;
+    cancelled_24h: number;
+  }>({
+    name: 'acw_queue_counts',
+    text: `select
+        (select count(*)::int from (select 1 from job_queue where status = 'pending' limit $1) p) as pending,
+        (select count(*)::int from job_queue where status = 'running') as running,
+        (select count(*)::int from (select 1 from job_history where status = 'dead' limit $1) d) as dead,
+        (select greatest(reltuples, 0)::float8 from pg_class where oid = 'job_queue'::regclass) as live_est,
+        (select coalesce(sum(greatest(c.reltuples, 0)), 0)::float8 from pg_inherits i join pg_class c on c.oid = i.inhrelid
+          where i.inhparent = 'job_history_dead'::regclass) as dead_est,
+        (select coalesce(sum(completed), 0)::int from job_counts where minute > now() - interval '24 hours') as completed_24h,
+        (select coalesce(sum(cancelled), 0)::int from job_counts where minute > now() - interval '24 hours') as cancelled_24h`,
+    values: [EXACT_UP_TO + 1],
+  });
+  const r = res.rows[0]!;
+  const estimated: Array<'pending' | 'dead'> = [];
+  let pending = r.pending;
+  let dead = r.dead;
+  if (pending > EXACT_UP_TO) {
+    pending = Math.max(EXACT_UP_TO, Math.round(r.live_est) - r.running);
+    estimated.push('pending');
+  }
+  if (dead > EXACT_UP_TO) {
+    dead = Math.max(EXACT_UP_TO, Math.round(r.dead_est));
+    estimated.push('dead');
+  }
+  return {
+    pending,
+    running: r.running,
+    dead,
+    completed_24h: r.completed_24h,
+    cancelled_24h: r.cancelled_24h,
+    ...(estimated.length > 0 ? { estimated } : {}),
+  };
+}
+
+/** Attempts per time bucket (ok: 2xx; failed: the rest, aborted ones aside) over the last `windowMs`. */
+export async function deliveryBuckets(
+  db: Queryable,
+  windowMs: number,
+  bucketS: number,
+): Promise<Array<{ at: Date; ok: number; failed: number }>> {
+  const res = await db.query<{ at: Date; ok: string; failed: string }>(
+    `select date_bin($2 * interval '1 second', minute, timestamptz 'epoch') as at, sum(ok)::text as ok, sum(failed)::text as failed
+     from delivery_stats where minute > now() - $1 * interval '1 millisecond'
+     group by 1 order by 1`,
+    [windowMs, bucketS],
+  );
+  return res.rows.map((r) => ({ at: r.at, ok: Number(r.ok), failed: Number(r.failed) }));
+}
+
+export interface DeliveryHealth {
+  attempts: number;
+  success_rate: number;
+  p50: number | null;
+  p99: number | null;
+  last_attempt_at: Date | null;
+  last_error: string | null;
+  last_error_at: Date | null;
+}
+
+/**
+ * Each endpoint's attempts over the last `windowMinutes` whole minutes: how many, the share
+ * answered 2xx, the duration percentiles (from the power-of-two buckets, interpolated within one),
+ * the newest attempt and the newest error. Endpoints with no attempt are absent.
+ */
+export async function deliveryHealth(
+  db: Queryable,
+  endpoints: readonly string[],
+  windowMinutes: number,
+): Promise<Map<string, DeliveryHealth>> {
+  const res = await db.query<{
+    endpoint: string;
+    ok: number;
+    failed: number;
+    buckets: number[];
+    last_at: Date;
+    last_error: string | null;
+    last_error_at: Date | null;
+  }>(
+    `with w as (
+       select * from delivery_stats
+       where endpoint = any($1::text[]) and minute >= date_bin('1 minute', now(), timestamptz 'epoch') - ($2 - 1) * interval '1 minute'),
+     b as (
+       select endpoint, array_agg(n order by k) as buckets from (
+         select w.endpoint, u.k, sum(u.n)::int as n from w cross join lateral unnest(w.buckets) with ordinality u(n, k)
+         group by 1, 2) x
+       group by endpoint),
+     e as (select distinct on (endpoint) endpoint, last_error, last_error_at from w where last_error_at is not null
+           order by endpoint, last_error_at desc)
+     select w.endpoint, sum(w.ok)::int as ok, sum(w.failed)::int as failed, max(w.last_at) as last_at,
+            coalesce(b.buckets, '{}') as buckets, e.last_error, e.last_error_at
+     from w left join b on b.endpoint = w.endpoint left join e on e.endpoint = w.endpoint
+     group by w.endpoint, b.buckets, e.last_error, e.last_error_at`,
+    [endpoints, windowMinutes],
+  );
+  const out = new Map<string, DeliveryHealth>();
+  for (const r of res.rows) {
+    const attempts = r.ok + r.failed;
+    if (attempts === 0) continue;
+    out.set(r.endpoint, {
+      attempts,
+      success_rate: r.ok / attempts,
+      p50: percentile(r.buckets, 0.5),
+      p99: percentile(r.buckets, 0.99),
+      last_attempt_at: r.last_at,
+      last_error: r.last_error,
+      last_error_at: r.last_error_at,
+    });
+  }
+  return out;
+}
+
+/**
+ * The q-quantile of durations counted in power-of-two buckets (bucket k: from 2^k - 1 up to
+ * 2^(k+1) - 1 ms), interpolated linearly within its bucket; null with no count.
+ */
+export function percentile(buckets: readonly number[], q: number): number | null {
+  const total = buckets.reduce((a, b) => a + b, 0);
+  if (total === 0) return null;
+  const rank = q * total;
+  let seen = 0;
+  for (let k = 0; k < Math.min(buckets.length, DURATION_BUCKETS); k++) {
+    const n = buckets[k] ?? 0;
+    if (n === 0) continue;
+    if (seen + n >= rank) {
+      const lo = 2 ** k - 1;
+      const hi = 2 ** (k + 1) - 1;
+      return lo + (hi - lo) * Math.min(1, Math.max(0, (rank - seen) / n));
+    }
+    seen += n;
+  }
+  return 2 ** DURATION_BUCKETS - 1;
+}
