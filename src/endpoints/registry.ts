@@ -47,7 +47,8 @@ export class EndpointRegistry {
   private listener: Subscription | null = null;
   private timer: NodeJS.Timeout | null = null;
   private reading: Promise<void> | null = null;
-  private again = false;
+  /** The read that follows the one under way, for forced calls made meanwhile. */
+  private followUp: Promise<void> | null = null;
   private stopped = false;
   private readonly unreadable = new Set<string>();
   private sealRetryAt = 0;
@@ -109,6 +110,7 @@ export class EndpointRegistry {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     await this.reading;
+    await this.followUp;
     await this.listener?.close();
   }
 
@@ -119,11 +121,20 @@ export class EndpointRegistry {
     }, this.opts.pollMs ?? 1_000);
   }
 
-  /** Re-read (always after a NOTIFY; after the poll only when the fingerprint moved). One read at a time. */
+  /**
+   * Re-read (always after a NOTIFY; after the poll only when the fingerprint moved). One read at a
+   * time. A forced call while a read is under way waits for a read that starts after that one: the
+   * read under way may have begun before the caller's own change committed (a create answered from
+   * the registry would not find what it just created).
+   */
   async refresh(force: boolean): Promise<void> {
     if (this.reading) {
-      this.again ||= force;
-      return this.reading;
+      if (!force) return this.reading;
+      this.followUp ??= this.reading.then(() => {
+        this.followUp = null;
+        return this.stopped ? undefined : this.refresh(true);
+      });
+      return this.followUp;
     }
     this.reading = (async () => {
       try {
@@ -138,10 +149,6 @@ export class EndpointRegistry {
       }
     })().finally(() => {
       this.reading = null;
-      if (this.again && !this.stopped) {
-        this.again = false;
-        void this.refresh(true);
-      }
     });
     return this.reading;
   }
