@@ -2,7 +2,7 @@ import type { Dispatcher } from 'undici';
 import { APP_RUNNERS, configWarnings, maskConfig, runnerConfig, type AppRunnerConfig, type Config, type Endpoint } from './config/index.js';
 import { openDatabase, type Database } from './db/connect.js';
 import { migrate } from './db/migrate.js';
-import { Listener } from './db/listener.js';
+import { ListenHub, type Subscription } from './db/listen-hub.js';
 import { channels } from './db/sql.js';
 import { silentLogger, type Logger } from './log.js';
 import { coerceError } from './errors.js';
@@ -67,6 +67,8 @@ export class Service {
   readonly scheduler: Scheduler;
   /** Prometheus metrics of this process, served on /metrics. */
   readonly metrics: Metrics;
+  /** This process's one LISTEN connection, every wake-up channel on it (docs/operations.md#deployment). */
+  readonly listenHub: ListenHub;
   /** The webhook delivery loop, and the application's own job types on the same pool; null with jobs off. */
   delivery: DeliveryLoop | null = null;
   outboxPump: OutboxPump | null = null;
@@ -84,7 +86,7 @@ export class Service {
   private stopping: Promise<void> | null = null;
   private stoppingWork: Promise<void> | null = null;
   private tokens: TokenCache | null = null;
-  private tokensListener: Listener | null = null;
+  private tokensListener: Promise<Subscription> | null = null;
   private readonly tokenCacheOptions: TokenCacheOptions;
   private registration: ProcessRegistration | null = null;
 
@@ -93,11 +95,12 @@ export class Service {
     this.log = opts.log ?? silentLogger;
     this.db = db;
     this.channels = channels(opts.config.database.schema);
+    this.listenHub = new ListenHub({ url: db.url, log: this.log });
     this.secretCodec = opts.secretCodec ?? null;
     this.ssrfGuard = new SsrfGuard({ allowNetworks: opts.config.notify.webhook.allow_networks, lookup: opts.hostLookup });
     this.registry = new EndpointRegistry({
       pool: db.pool,
-      url: db.url,
+      listenHub: this.listenHub,
       channel: this.channels.endpointDefs,
       config: opts.config,
       codec: this.secretCodec,
@@ -135,24 +138,20 @@ export class Service {
   }
 
   /**
-   * The HTTP auth's token cache, with its revoke listener started on the first call (processes that
-   * serve no authenticated route hold no LISTEN connection for it). A NOTIFY names the user whose
-   * tokens to forget; after a reconnect, what was missed is unknown, so everything goes.
+   * The HTTP auth's token cache, subscribed to revokes on the first call (processes that serve no
+   * authenticated route do not listen for them). A NOTIFY names the user whose tokens to forget;
+   * after a reconnect, what was missed is unknown, so everything goes.
    */
   tokenCache(): TokenCache {
     if (this.tokens) return this.tokens;
     const cache = new TokenCache((hash) => principalOfTokenHash(this.db.pool, hash), this.tokenCacheOptions);
     this.tokens = cache;
-    this.tokensListener = new Listener({
-      url: this.db.url,
-      channels: [this.channels.users],
-      onNotify: (_channel, name) => (name ? cache.evictUser(name) : cache.clear()),
+    // It never throws: a failed connect is retried in the background, the TTL bounding staleness
+    // meanwhile. After stop() it is a no-op (the hub is closed).
+    this.tokensListener = this.listenHub.subscribe(this.channels.users, {
+      onNotify: (name) => (name ? cache.evictUser(name) : cache.clear()),
       onReconnect: () => cache.clear(),
-      log: this.log,
     });
-    // It never throws: a failed connect is retried in the background, the TTL bounding staleness meanwhile.
-    if (this.stopping) void this.tokensListener.close();
-    else void this.tokensListener.start();
     return cache;
   }
 
@@ -220,7 +219,7 @@ export class Service {
     }
     this.outboxPump = new OutboxPump({
       pool: this.db.pool,
-      url: this.db.url,
+      listenHub: this.listenHub,
       channel: this.channels.events,
       pollMs: cfg.jobs.poll_interval,
       ctx: this.fanOutContext,
@@ -231,6 +230,7 @@ export class Service {
       config: cfg,
       pool: this.db.pool,
       url: this.db.url,
+      listenHub: this.listenHub,
       channels: this.channels,
       endpoints: () => this.registry.byName,
       limits: this.limits,
@@ -281,7 +281,9 @@ export class Service {
       await this.registry.stop();
       await this.delivery?.close();
       this.tokens?.close();
-      await this.tokensListener?.close();
+      await (await this.tokensListener)?.close();
+      // Every subscriber has left by now; the connection goes before the database (an embedded server may stop).
+      await this.listenHub.close();
       await this.db.close();
     })();
     return this.stopping;

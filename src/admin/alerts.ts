@@ -1,6 +1,6 @@
 import { DoublingDelay, Wakeup } from '../delay.js';
 import { badField, coerceError } from '../errors.js';
-import { Listener } from '../db/listener.js';
+import { listenOn } from '../db/listen-hub.js';
 import type { Queryable } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import { ALERT_ACTIONS, type AlertAction } from './alert-actions.js';
@@ -149,7 +149,7 @@ async function startingPoint(db: Queryable, backlog: number, action: PumpOptions
   return recent.length === 0 ? 0 : recent[0]!.id - 1;
 }
 
-/** The follow loop, with wake-ups from any source (one Listener per follower, or one shared by many). */
+/** The follow loop, with wake-ups from any source (a subscription per follower, or one shared by many). */
 export async function pumpAlerts(o: PumpOptions): Promise<void> {
   // Checked before subscribing, so a bad filter is refused and nothing is left listening.
   const action = o.action === undefined ? undefined : parseAlertActions(o.action, 'action');
@@ -216,14 +216,11 @@ export async function followAlerts(opts: FollowOptions): Promise<void> {
   // A bad filter is refused before a LISTEN connection opens.
   if (opts.action !== undefined) parseAlertActions(opts.action, 'action');
   let wake: (() => void) | null = null;
-  const listener = new Listener({
-    url: opts.url,
-    channels: [opts.channel],
-    ...(opts.log ? { log: opts.log } : {}),
+  // A process of its own (the CLI): a LISTEN connection of its own, closed with the subscription.
+  const listening = await listenOn(undefined, { url: opts.url, log: opts.log }, opts.channel, {
     onNotify: () => wake?.(),
     onReconnect: () => wake?.(),
   });
-  await listener.start();
   try {
     await pumpAlerts({
       pool: opts.pool,
@@ -240,6 +237,6 @@ export async function followAlerts(opts: FollowOptions): Promise<void> {
       ...(opts.log ? { log: opts.log } : {}),
     });
   } finally {
-    await listener.close();
+    await listening.close();
   }
 }

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Dispatcher } from 'undici';
 import type { Config, Endpoint } from '../config/index.js';
+import type { ListenHub } from '../db/listen-hub.js';
 import type { channels } from '../db/sql.js';
 import type { AdaptiveLimits } from '../endpoint-state/adaptive-limits.js';
 import { EndpointStates } from '../endpoint-state/endpoint-states.js';
@@ -19,8 +20,10 @@ import { WEBHOOK_JOB } from '../webhook/job.js';
 export interface DeliveryLoopOptions {
   config: Config;
   pool: pg.Pool;
-  /** For the LISTEN connections (jobs, endpoint state). */
+  /** The database URL (the worker pool's; it listens on `listenHub` rather than on a connection of its own). */
   url: string;
+  /** The process's LISTEN connection: jobs and endpoint state subscribe to it. */
+  listenHub: ListenHub;
   channels: ReturnType<typeof channels>;
   /** The endpoints in force now (the registry's), read at every claim and every attempt. */
   endpoints: () => ReadonlyMap<string, Endpoint>;
@@ -79,7 +82,7 @@ export class DeliveryLoop {
     }
     this.states = new EndpointStates({
       pool: opts.pool,
-      url: opts.url,
+      listenHub: opts.listenHub,
       channel: opts.channels.endpoints,
       alertsChannel: opts.channels.alerts,
       circuit: cfg.notify.webhook.circuit,
@@ -89,6 +92,7 @@ export class DeliveryLoop {
     this.workers = new WorkerPool({
       pool: opts.pool,
       url: opts.url,
+      listenHub: opts.listenHub,
       channel: opts.channels.jobs,
       handlers: { ...opts.handlers, [WEBHOOK_JOB]: this.send() },
       concurrency: j.workers,

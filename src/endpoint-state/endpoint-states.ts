@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { Endpoint } from '../config/index.js';
-import { Listener } from '../db/listener.js';
+import type { ListenHub, Subscription } from '../db/listen-hub.js';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ClaimedJob, JobOutcome } from '../queue/types.js';
@@ -14,8 +14,8 @@ import { isHolding, type CachedState, type CircuitConfig, type CircuitState } fr
 
 export interface EndpointStatesOptions {
   pool: pg.Pool;
-  /** For the LISTEN connection. */
-  url: string;
+  /** The process's LISTEN connection. */
+  listenHub: ListenHub;
   /** NOTIFY channel naming an endpoint whose row changed. */
   channel: string;
   alertsChannel: string;
@@ -49,7 +49,7 @@ export class EndpointStates {
   private readonly outcomes: PendingOutcomes;
   private readonly probes: Probes;
   private runner: ProbeRunner | null = null;
-  private listener: Listener | null = null;
+  private listener: Subscription | null = null;
   private timer: NodeJS.Timeout | null = null;
   private flushTimer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
@@ -147,14 +147,10 @@ export class EndpointStates {
         );
       }
     }
-    this.listener = new Listener({
-      url: this.opts.url,
-      channels: [this.opts.channel],
-      log: this.opts.log,
+    this.listener = await this.opts.listenHub.subscribe(this.opts.channel, {
       onNotify: () => this.refreshSoon(),
       onReconnect: () => this.refreshSoon(),
     });
-    await this.listener.start();
     await this.refresh().catch(() => undefined);
     this.schedule(0);
   }

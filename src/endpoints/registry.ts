@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { resolveEndpoints, type Config, type Endpoint } from '../config/index.js';
-import { Listener } from '../db/listener.js';
+import type { ListenHub, Subscription } from '../db/listen-hub.js';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { SecretCodec } from './codec.js';
@@ -12,8 +12,8 @@ const SEAL_RETRY_MS = 60_000;
 
 export interface RegistryOptions {
   pool: pg.Pool;
-  /** For the LISTEN connection. */
-  url: string;
+  /** The process's LISTEN connection. */
+  listenHub: ListenHub;
   /** NOTIFY channel the endpoints API announces changes on. */
   channel: string;
   config: Config;
@@ -44,10 +44,11 @@ export class EndpointRegistry {
   private map: ReadonlyMap<string, Endpoint>;
   private version = '';
   private byRow = new Map<string, { key: string; ep: Endpoint }>();
-  private listener: Listener | null = null;
+  private listener: Subscription | null = null;
   private timer: NodeJS.Timeout | null = null;
   private reading: Promise<void> | null = null;
-  private again = false;
+  /** The read that follows the one under way, for forced calls made meanwhile. */
+  private followUp: Promise<void> | null = null;
   private stopped = false;
   private readonly unreadable = new Set<string>();
   private sealRetryAt = 0;
@@ -97,15 +98,11 @@ export class EndpointRegistry {
       if (await this.sealHeaders()) rows = await this.readOr(rows);
       this.apply(rows);
     }
-    this.listener = new Listener({
-      url: this.opts.url,
-      channels: [this.opts.channel],
-      log: this.opts.log,
+    // It never throws: a failed connect is retried in the background, the poll covering the gap.
+    this.listener = await this.opts.listenHub.subscribe(this.opts.channel, {
       onNotify: () => void this.refresh(true),
       onReconnect: () => void this.refresh(true),
     });
-    // It never throws: a failed connect is retried in the background, the poll covering the gap.
-    await this.listener.start();
     this.schedule();
   }
 
@@ -113,6 +110,7 @@ export class EndpointRegistry {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     await this.reading;
+    await this.followUp;
     await this.listener?.close();
   }
 
@@ -123,11 +121,20 @@ export class EndpointRegistry {
     }, this.opts.pollMs ?? 1_000);
   }
 
-  /** Re-read (always after a NOTIFY; after the poll only when the fingerprint moved). One read at a time. */
+  /**
+   * Re-read (always after a NOTIFY; after the poll only when the fingerprint moved). One read at a
+   * time. A forced call while a read is under way waits for a read that starts after that one: the
+   * read under way may have begun before the caller's own change committed (a create answered from
+   * the registry would not find what it just created).
+   */
   async refresh(force: boolean): Promise<void> {
     if (this.reading) {
-      this.again ||= force;
-      return this.reading;
+      if (!force) return this.reading;
+      this.followUp ??= this.reading.then(() => {
+        this.followUp = null;
+        return this.stopped ? undefined : this.refresh(true);
+      });
+      return this.followUp;
     }
     this.reading = (async () => {
       try {
@@ -142,10 +149,6 @@ export class EndpointRegistry {
       }
     })().finally(() => {
       this.reading = null;
-      if (this.again && !this.stopped) {
-        this.again = false;
-        void this.refresh(true);
-      }
     });
     return this.reading;
   }

@@ -1,26 +1,22 @@
-import { Listener } from '../db/listener.js';
-import type { Logger } from '../log.js';
+import type { ListenHub, Subscription } from '../db/listen-hub.js';
 
 /**
- * One LISTEN connection for every SSE client of this server (not one each), fanning wake-ups out.
- * A reconnect wakes everyone too: a NOTIFY sent while the connection was down is gone.
+ * One subscription to the alerts channel (on the process's LISTEN connection) for every SSE client
+ * of this server, fanning wake-ups out. A reconnect wakes everyone too: each re-reads after its last
+ * id, since a NOTIFY sent while the connection was down is gone.
  */
 export class AlertHub {
-  private listener: Listener | null = null;
+  private listener: Subscription | null = null;
   private readonly wakes = new Set<() => void>();
 
-  constructor(private readonly opts: { url: string; channel: string; log: Logger }) {}
+  constructor(private readonly opts: { listenHub: ListenHub; channel: string }) {}
 
   async start(): Promise<void> {
     if (this.listener) return;
-    this.listener = new Listener({
-      url: this.opts.url,
-      channels: [this.opts.channel],
-      log: this.opts.log,
+    this.listener = await this.opts.listenHub.subscribe(this.opts.channel, {
       onNotify: () => this.wakeAll(),
       onReconnect: () => this.wakeAll(),
     });
-    await this.listener.start();
   }
 
   subscribe = (wake: () => void): (() => void) => {

@@ -114,7 +114,7 @@ export async function createHttpServer(svc: Service, opts: HttpServerOptions): P
   installAuth(app, { authenticate: (token) => svc.tokenCache().authenticate(token) }, sessions);
   healthRoutes(app, svc);
   if (sessions) {
-    const hub = new AlertHub({ url: svc.db.url, channel: svc.channels.alerts, log: svc.log });
+    const hub = new AlertHub({ listenHub: svc.listenHub, channel: svc.channels.alerts });
     notifyRoutes(app, svc);
     jobRoutes(app, svc);
     endpointRoutes(app, svc);

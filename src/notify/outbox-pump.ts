@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { DoublingDelay, Wakeup } from '../delay.js';
 import { coerceError } from '../errors.js';
-import { Listener } from '../db/listener.js';
+import type { ListenHub, Subscription } from '../db/listen-hub.js';
 import type { Logger } from '../log.js';
 import { handoverTransaction } from '../queue/handover.js';
 import { isExistingJob } from '../queue/transitions.js';
@@ -15,7 +15,7 @@ const BATCH = 200;
  * commit out of order), woken by the NOTIFY the outbox sends at commit, with a poll as fallback.
  */
 export class OutboxPump {
-  private listener: Listener | null = null;
+  private listener: Subscription | null = null;
   private stopped = false;
   /** Pending from the start: events written while no pump ran are looked for at once. */
   private readonly wakeup = new Wakeup({ pending: true });
@@ -24,7 +24,8 @@ export class OutboxPump {
   constructor(
     private readonly opts: {
       pool: pg.Pool;
-      url: string;
+      /** The process's LISTEN connection. */
+      listenHub: ListenHub;
       channel: string;
       pollMs: number;
       ctx: FanOutContext;
@@ -35,14 +36,11 @@ export class OutboxPump {
   ) {}
 
   async start(): Promise<void> {
-    this.listener = new Listener({
-      url: this.opts.url,
-      channels: [this.opts.channel],
-      log: this.opts.log,
+    this.listener = await this.opts.listenHub.subscribe(this.opts.channel, {
       onNotify: () => this.wake(),
+      // Events committed while the connection was down sent a NOTIFY nobody heard.
       onReconnect: () => this.wake(),
     });
-    await this.listener.start();
     this.loopDone = this.loop();
   }
 

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { ListenHub } from '../db/listen-hub.js';
 import type { Logger } from '../log.js';
 import type { RetryPolicy } from './backoff.js';
 import type { EndpointGate } from './endpoint-gate.js';
@@ -13,10 +14,12 @@ import type { DeadHook } from './types.js';
  */
 export interface WorkerPoolOptions extends Partial<EndpointGate> {
   pool: pg.Pool;
-  /** For the LISTEN connection of its own. */
+  /** For a LISTEN connection of its own, when no `listenHub` is given. */
   url: string;
   /** NOTIFY channel that enqueuers signal. */
   channel: string;
+  /** The process's LISTEN connection to share (a Service gives its own); absent: the pool opens one of its own. */
+  listenHub?: ListenHub;
   /** Handlers by job type; more can be added with registerHandler() before start(). */
   handlers: Record<string, JobHandler | OutcomeHandler>;
   /** Jobs with no endpoint (application handlers) in flight at once: `jobs.workers`. */

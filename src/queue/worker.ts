@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { PermanentError, coerceError } from '../errors.js';
-import { Listener } from '../db/listener.js';
+import { listenOn, type Subscription } from '../db/listen-hub.js';
 import { silentLogger, type Logger } from '../log.js';
 import { outcomeDelay } from './backoff.js';
 import { ClaimLoop } from './claim-loop.js';
@@ -42,7 +42,7 @@ export class WorkerPool {
   private waitingCount = 0;
   private readonly slots: SlotBudget;
   private readonly flusher: Flusher;
-  private listener: Listener | null = null;
+  private listener: Subscription | null = null;
   private stopping = false;
   private started = false;
   private readonly claims: ClaimLoop;
@@ -166,14 +166,10 @@ export class WorkerPool {
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
-    this.listener = new Listener({
-      url: this.opts.url,
-      channels: [this.opts.channel],
-      log: this.log,
+    this.listener = await listenOn(this.opts.listenHub, { url: this.opts.url, log: this.log }, this.opts.channel, {
       onNotify: () => this.wake(true),
       onReconnect: () => this.wake(true),
     });
-    await this.listener.start();
     this.heartbeat.start();
     this.claims.start();
   }

@@ -2,6 +2,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Endpoint } from '../../src/config/index.js';
 import { silentLogger } from '../../src/log.js';
+import { ListenHub } from '../../src/db/listen-hub.js';
 import { withTransaction } from '../../src/db/pool.js';
 import { fanOut, type FanOutContext, type EventRow } from '../../src/notify/fan-out.js';
 import { OutboxPump } from '../../src/notify/outbox-pump.js';
@@ -213,7 +214,9 @@ describe('claim on dispatch', () => {
     const seen: string[] = [];
     const pool = await startPool(async (job) => void seen.push(job.id), { concurrency: 16 });
     const ctx = context([endpoint('a', 100)], pool);
-    const d = new OutboxPump({ pool: db.pool, url: db.url, channel: 'public.acw_events', pollMs: 60_000, ctx, log: silentLogger });
+    const hub = new ListenHub({ url: db.url });
+    stops.push(() => hub.close());
+    const d = new OutboxPump({ pool: db.pool, listenHub: hub, channel: 'public.acw_events', pollMs: 60_000, ctx, log: silentLogger });
     await d.start();
     stops.push(() => d.stop());
     const c = await db.pool.connect();
@@ -323,7 +326,15 @@ describe('the same job id again', () => {
     // live or not at all); one of them is being delivered.
     await db.pool.query(`update job_queue set status = 'running', attempts = 1 where id = $1`, [first[0]!.job_ids[0]]);
     await db.pool.query('update events set dispatched_at = null');
-    const d = new OutboxPump({ pool: db.pool, url: db.url, channel: 'public.acw_events', pollMs: 60_000, ctx, log: silentLogger });
+    // Never started, so it never subscribes.
+    const d = new OutboxPump({
+      pool: db.pool,
+      listenHub: new ListenHub({ url: db.url }),
+      channel: 'public.acw_events',
+      pollMs: 60_000,
+      ctx,
+      log: silentLogger,
+    });
     expect(await d.pumpBatch()).toBe(2);
     const r = await db.pool.query<{ id: string; status: string; attempts: number }>('select id, status, attempts from jobs order by id');
     expect(r.rows.map((x) => x.id)).toEqual(first.flatMap((x) => x.job_ids).toSorted());
