@@ -82,8 +82,8 @@ describe('worker processes', () => {
     // Every turn of the reaper, with the database's time as it began. The job is reaped at once
     // (one turn, one job), never before its lease ran out (the reap sets run_at, the database's
     // time), and on the first turn after that: no turn that began past the expiry left it there.
-    // Turns come one reaper interval apart (the scheduler's own tests), so the rescue comes within
-    // lease_timeout + one interval of the last renewal, without timing anything here.
+    // Turns come one reaper interval apart (test/runners/reaper-cadence.test.ts, on a fake clock), so
+    // the rescue comes within lease_timeout + one interval of the last renewal, timing nothing here.
     const turns = () => b.lines.filter((l) => l.includes('"test.reaper_turn"')).map((l) => JSON.parse(l) as { at: string; reaped: number });
     await waitFor(() => turns().some((t) => t.reaped > 0), 60_000);
     const all = turns();
