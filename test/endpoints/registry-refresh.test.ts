@@ -22,7 +22,7 @@ afterAll(async () => {
 /** A pool whose answers to the registry's read of the rows are held back, once asked to, until `release()`. */
 function holdingPool(pool: pg.Pool): { pool: pg.Pool; hold: () => void; release: () => void; held: () => number } {
   let gate: Promise<void> | null = null;
-  let open = (): void => undefined;
+  let open: (() => void) | null = null;
   let held = 0;
   const wrapped = new Proxy(pool, {
     get(target, key) {
@@ -45,7 +45,7 @@ function holdingPool(pool: pg.Pool): { pool: pg.Pool; hold: () => void; release:
     },
     release: () => {
       gate = null;
-      open();
+      open?.();
     },
     held: () => held,
   };
