@@ -311,7 +311,9 @@ describe('worker pool', () => {
       let ran = false;
       const { wp } = startPool({ t: async () => void (ran = true) }, { pool, url: pu.toString() });
       await wp.start();
-      await waitFor(() => !wp.claiming);
+      // The loop at rest: no claim, and no query of it in flight (a short claim is followed by a
+      // read of the due index, whose answer would be held too and keep the loop from claiming).
+      await waitFor(() => !wp.claiming && pool.totalCount > 0 && pool.idleCount === pool.totalCount && pool.waitingCount === 0);
       await enqueueJobs(db.pool, [{ type: 't', payload: {}, maxAttempts: 3 }], CH);
       // The claim runs in the database, but its answer is held back...
       proxy.hold();
