@@ -2,7 +2,7 @@
 // ACW_ENCRYPTION_KEY), else a key file the embedded default creates under data_dir, else "missing";
 // bad keys refused at start naming the key, never quoting it.
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -62,6 +62,16 @@ describe('the key from the config', () => {
     const err = encryptionKeyMissing();
     expect(err).toMatchObject({ status: 503, code: 'encryption_key_missing', details: { key: 'secrets.encryption_key' } });
     expect(err.message).toMatch(/^secrets\.encryption_key is not set/);
+    // And says how to make one.
+    expect(err.message).toContain('(or ACW_ENCRYPTION_KEY) to base64 of 32 random bytes (openssl rand -base64 32)');
+  });
+
+  it('refuses a bad key in a config built by hand (past the schema), naming the key', async () => {
+    const good = config({ url: EXTERNAL });
+    const bad = (secrets: Partial<typeof good.secrets>) => loadSecretBox({ ...good, secrets: { ...good.secrets, ...secrets } });
+    await expect(bad({ encryption_key: 'short' })).rejects.toThrow(
+      'secrets.encryption_key: expected base64 of exactly 32 bytes (e.g. from `openssl rand -base64 32`), got base64 of 3 bytes',
+    );
   });
 
   it('refuses a key that is not base64 of 32 bytes at start, naming the key and index, never quoting it', () => {
@@ -101,7 +111,13 @@ describe('the embedded default: a key file under data_dir', () => {
     const stored = readFileSync(file, 'utf8');
     expect(stored).toMatch(/^[A-Za-z0-9+/]{43}=\n$/);
     expect(box?.keyId).toBe(keyIdOf(Buffer.from(stored.trim(), 'base64')));
-    expect(first.events('secrets.key_created')).toEqual([expect.objectContaining({ path: file, key_id: box?.keyId })]);
+    expect(first.events('secrets.key_created')).toEqual([
+      expect.objectContaining({
+        path: file,
+        key_id: box?.keyId,
+        msg: `created the encryption key for endpoint secrets: back up ${file} with the database, or set secrets.encryption_key`,
+      }),
+    ]);
     expect(first.raw()).not.toContain(stored.trim());
 
     const second = captureLogs();
@@ -131,8 +147,25 @@ describe('the embedded default: a key file under data_dir', () => {
       (e: Error) => e,
     );
     expect(err?.message).toMatch(new RegExp(`^${join(dataDir, KEY_FILE)}: expected base64 of exactly 32 bytes`));
-    expect(err?.message).toContain('restore it from a backup');
+    expect(err?.message).toContain(
+      'It holds the key of the stored endpoint secrets: restore it from a backup, or set secrets.encryption_key to the key they were encrypted with',
+    );
     expect(err?.message).not.toContain('not-a-key-at-all');
+  });
+
+  it('a key file that cannot be read stops the start, naming the file and the error, and creates nothing', async () => {
+    const dataDir = tempDir();
+    // A directory where the key file belongs: EISDIR on read.
+    mkdirSync(join(dataDir, KEY_FILE));
+    const err = await loadSecretBox(config({ dataDir })).then(
+      () => null,
+      (e: Error) => e,
+    );
+    expect(err?.message).toBe(
+      `${join(dataDir, KEY_FILE)}: cannot read or create the encryption key (EISDIR); check database.data_dir or set secrets.encryption_key`,
+    );
+    expect((err?.cause as NodeJS.ErrnoException | undefined)?.code).toBe('EISDIR');
+    expect(readdirSync(dataDir)).toEqual([KEY_FILE]);
   });
 
   it('warns when the key file is readable by others', async () => {
@@ -141,7 +174,12 @@ describe('the embedded default: a key file under data_dir', () => {
     chmodSync(join(dataDir, KEY_FILE), 0o644);
     const logs = captureLogs();
     expect((await loadSecretBox(config({ dataDir }), logs.log))?.keyId).toBe(keyIdOf(KEY));
-    expect(logs.events('secrets.key_file_mode')).toEqual([expect.objectContaining({ mode: '644' })]);
+    const file = join(dataDir, KEY_FILE);
+    expect(logs.events('secrets.key_file_mode')).toEqual([
+      expect.objectContaining({ path: file, mode: '644', msg: `${file} is readable by others: chmod 600 it` }),
+    ]);
+    // Without a logger it is read all the same.
+    expect(await readOrCreateKeyFile(file)).toEqual(KEY);
   });
 
   it('a configured key wins, and the key file left from before still decrypts', async () => {

@@ -76,9 +76,39 @@ describe('SecretBox', () => {
 
   it('refuses what is not a v1 value', () => {
     const box = new SecretBox(KEY_A);
-    for (const bad of [SECRET, '', 'v2:00000000:AAAA', `v1:${keyIdOf(KEY_A)}:not base64!`, `v1:XYZ:${'A'.repeat(40)}`]) {
-      expect(errorOf(() => box.decrypt(bad)).reason).toBe('malformed');
+    const sealed = box.encrypt(SECRET);
+    for (const bad of [
+      SECRET,
+      '',
+      'v2:00000000:AAAA',
+      `v1:${keyIdOf(KEY_A)}:not base64!`,
+      `v1:XYZ:${'A'.repeat(40)}`,
+      // A valid value inside other text is not one.
+      ` ${sealed}`,
+      `x${sealed}`,
+      `${sealed}!`,
+      `${sealed}:`,
+    ]) {
+      const err = errorOf(() => box.decrypt(bad));
+      expect([err.name, err.reason, err.message]).toEqual([
+        'SecretBoxError',
+        'malformed',
+        'not an encrypted secret (expected "v1:<key id>:<base64>")',
+      ]);
     }
+  });
+
+  it('names what is wrong: too short, or failed authentication', () => {
+    const box = new SecretBox(KEY_A);
+    const id = keyIdOf(KEY_A);
+    const short = errorOf(() => box.decrypt(`v1:${id}:${Buffer.alloc(27).toString('base64')}`));
+    expect([short.reason, short.message]).toEqual(['malformed', 'encrypted secret too short']);
+    // 28 bytes (IV and tag, nothing sealed) is long enough to be checked, and fails the check.
+    const empty = errorOf(() => box.decrypt(`v1:${id}:${Buffer.alloc(28).toString('base64')}`));
+    expect([empty.reason, empty.message]).toEqual([
+      'tampered',
+      `encrypted secret (key id ${id}) failed authentication: altered, or stored for another context`,
+    ]);
   });
 
   it('picks the key by its id: after a rotation old values still open, new ones use the new key', () => {
@@ -116,7 +146,8 @@ describe('SecretBox', () => {
   });
 
   it('key ids differ between keys and are stable', () => {
-    expect(keyIdOf(KEY_A)).toMatch(/^[0-9a-f]{8}$/);
+    // Stored with every value: the derivation may never change, or stored secrets stop opening.
+    expect(keyIdOf(KEY_A)).toBe('847e2a06');
     expect(keyIdOf(Buffer.from(KEY_A))).toBe(keyIdOf(KEY_A));
     expect(keyIdOf(KEY_A)).not.toBe(keyIdOf(KEY_B));
     expect(() => new SecretBox(randomBytes(16))).toThrow('an encryption key must be 32 bytes, got 16');
@@ -145,6 +176,20 @@ describe('parseKey', () => {
       'expected base64 of exactly 32 bytes (e.g. from `openssl rand -base64 32`), got a value of 29 characters that is not base64',
     );
     expect(parseKey('')).toMatch(/got base64 of 0 bytes$/);
+  });
+
+  it('refuses a text that decodes to 32 bytes but is not one key written one way', () => {
+    const std = Buffer.alloc(32, 0xfb).toString('base64');
+    expect(std).toBe('+/v7+/v7+/v7+/v7+/v7+/v7+/v7+/v7+/v7+/v7+/s=');
+    for (const text of [
+      // Both alphabets at once.
+      `-${std.slice(1)}`,
+      // Two padding characters where one belongs.
+      `${std}=`,
+    ]) {
+      expect(Buffer.from(text.trim(), 'base64')).toHaveLength(32);
+      expect(parseKey(text)).toBe('expected base64 of exactly 32 bytes (e.g. from `openssl rand -base64 32`), got base64 of 32 bytes');
+    }
   });
 });
 
