@@ -115,7 +115,7 @@ beforeAll(() => {
   proj = join(dir, 'proj');
   mkdirSync(proj);
   for (const f of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'vite.config.ts']) cpSync(join(ROOT, f), join(proj, f));
-  for (const d of ['src', 'bin', 'migrations', 'dashboard']) cpSync(join(ROOT, d), join(proj, d), { recursive: true });
+  for (const d of ['src', 'bin', 'migrations', 'dashboard', 'scripts']) cpSync(join(ROOT, d), join(proj, d), { recursive: true });
   symlinkSync(join(ROOT, 'node_modules'), join(proj, 'node_modules'));
   dataDir = join(dir, 'data');
   cfg = join(dir, 'config.yaml');
