@@ -34,6 +34,13 @@ export function buildProgram(ctx: CliRun = { io: processIo(), exitCode: EXIT.ok 
       getOutHasColors: () => false,
       getErrHasColors: () => false,
     });
+  } else {
+    // At most 80 columns on a terminal too, so the root help is the text bin/ prints for `--help`
+    // without loading this program (dist/cli/help.txt, written at build by scripts/cli-help.mjs).
+    program.configureOutput({
+      getOutHelpWidth: () => Math.min(process.stdout.columns || 80, 80),
+      getErrHelpWidth: () => Math.min(process.stderr.columns || 80, 80),
+    });
   }
   registerServe(program, ctx);
   registerMigrate(program, ctx);

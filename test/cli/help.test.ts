@@ -59,7 +59,10 @@ describe('help', () => {
 describe('the binary', () => {
   it('prints the same help as the program, and the package version for --version, -V, or -V after -c', async () => {
     const env = { PATH: process.env.PATH };
-    expect(await runCli(['--help'], env)).toEqual(await runCliInProcess(['--help'], env));
+    // `--help` and `-h` alone are answered by bin/ from dist/cli/help.txt (written at build).
+    const help = await runCliInProcess(['--help'], env);
+    expect(await runCli(['--help'], env)).toEqual(help);
+    expect(await runCli(['-h'], env)).toEqual(help);
     // --version alone is answered by bin/ itself; the program answers it anywhere else on the line.
     const version = { code: 0, stdout: `${VERSION}\n`, stderr: '' };
     expect(await runCli(['--version'], env)).toEqual(version);
@@ -106,15 +109,17 @@ describe('what a command line loads', () => {
   const notDefinitions = (dist: string[]) =>
     dist.filter((f) => !DEFINITIONS.has(f) && !/^cli\/(?!actions\/)[^/]+\.js$|^cli\/commands\//.test(f));
 
-  it('--help and a command help: commander and the definitions, no command code (no pg, zod, pino, fastify)', () => {
-    for (const args of [['--help'], ['jobs', 'list', '--help'], ['endpoints', 'help', 'replay']]) {
+  it('a command help: commander and the definitions, no command code (no pg, zod, pino, fastify)', () => {
+    for (const args of [['jobs', 'list', '--help'], ['endpoints', 'help', 'replay'], ['help']]) {
       const { packages, dist } = loaded(args);
       expect({ args, packages, other: notDefinitions(dist) }).toEqual({ args, packages: ['commander'], other: [] });
     }
   });
 
-  it('--version: nothing at all beyond bin/', () => {
+  it('--version, and --help or -h alone (read from dist/cli/help.txt): no module beyond bin/', () => {
     expect(loaded(['--version'])).toEqual({ packages: [], dist: [] });
+    expect(loaded(['--help'])).toEqual({ packages: [], dist: [] });
+    expect(loaded(['-h'])).toEqual({ packages: [], dist: [] });
   });
 
   it('verify (a signature that does not match, exit 1): its own code and the signature check, nothing of the database or the config', () => {

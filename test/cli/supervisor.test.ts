@@ -1,7 +1,7 @@
 // The process a supervisor (or a terminal's `kill`) signals is the outer one: npm, npx, or a shell.
 // Each test signals only that process and then checks, by PID, that the service and its embedded
 // PostgreSQL are gone and that the port no longer answers.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -115,8 +115,11 @@ beforeAll(() => {
   proj = join(dir, 'proj');
   mkdirSync(proj);
   for (const f of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'vite.config.ts']) cpSync(join(ROOT, f), join(proj, f));
-  for (const d of ['src', 'bin', 'migrations', 'dashboard']) cpSync(join(ROOT, d), join(proj, d), { recursive: true });
+  for (const d of ['src', 'bin', 'migrations', 'dashboard', 'scripts']) cpSync(join(ROOT, d), join(proj, d), { recursive: true });
   symlinkSync(join(ROOT, 'node_modules'), join(proj, 'node_modules'));
+  // Built once here; the entries below run with npm's lifecycle scripts off (prestart, prepare), so
+  // each one starts the service without building again: the subject is the signals, not the build.
+  execFileSync('npm', ['run', 'build', '--silent'], { cwd: proj, stdio: 'ignore' });
   dataDir = join(dir, 'data');
   cfg = join(dir, 'config.yaml');
   writeFileSync(cfg, `database: { data_dir: "${dataDir}" }\nserver: { listen: "127.0.0.1:0" }\njobs: { shutdown_grace: ${GRACE_MS}ms }\n`);
@@ -143,9 +146,15 @@ describe('signals to the process a supervisor started', () => {
   ])(
     '$signal to `$entry` stops serve and its embedded PostgreSQL',
     async ({ entry, signal, why, exit }) => {
-      const env = { ACW_CONFIG: cfg, DATABASE_URL: '', npm_config_cache: join(dir, 'npm-cache'), npm_config_update_notifier: 'false' };
+      const env = {
+        ACW_CONFIG: cfg,
+        DATABASE_URL: '',
+        npm_config_cache: join(dir, 'npm-cache'),
+        npm_config_update_notifier: 'false',
+        npm_config_ignore_scripts: 'true',
+      };
       const outer = entry === 'npm start' ? start('npm', ['start'], env) : start('npx', ['acw-webhooks', 'serve'], env);
-      // npm start builds first (prestart), npx builds the package it links (prepare); then initdb.
+      // The package was built in beforeAll; the service initialises its embedded PostgreSQL first.
       const line = await outer.waitForLine(/"service\.listening"/, 180_000);
       const { pid, address } = JSON.parse(line) as { pid: number; address: string };
       const pg = postgresPid();
