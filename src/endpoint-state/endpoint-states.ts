@@ -53,7 +53,8 @@ export class EndpointStates {
   private timer: NodeJS.Timeout | null = null;
   private flushTimer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
-  private ticking = false;
+  /** The tick running now, if any. */
+  private ticking: Promise<void> | null = null;
   private lastRefresh = -Infinity;
   private refreshWanted = true;
   private stopped = false;
@@ -279,10 +280,25 @@ export class EndpointStates {
     if (freed || held) this.runner?.wake(freed);
   }
 
-  private async tick(): Promise<void> {
+  /**
+   * Resolves once no tick and no flush is running (what either started is written): a test on a
+   * fake clock waits for it after each step, since their statements run on the real one.
+   */
+  async settled(): Promise<void> {
+    while (this.ticking || this.flushing) await Promise.all([this.ticking, this.flushing]);
+  }
+
+  private tick(): Promise<void> {
     this.timer = null;
-    if (this.stopped || this.ticking) return;
-    this.ticking = true;
+    if (this.stopped || this.ticking) return this.ticking ?? Promise.resolve();
+    this.ticking = this.turn().finally(() => {
+      this.ticking = null;
+      this.schedule(this.nextTickIn());
+    });
+    return this.ticking;
+  }
+
+  private async turn(): Promise<void> {
     try {
       if (this.refreshWanted || Date.now() - this.lastRefresh >= this.refreshMs) await this.refresh();
       await this.ensureRows();
@@ -292,9 +308,6 @@ export class EndpointStates {
         await this.refresh();
     } catch (err) {
       this.opts.log.warn({ event: 'endpoint.state_read_error', err: coerceError(err).message }, 'reading endpoint state failed; retrying');
-    } finally {
-      this.ticking = false;
-      this.schedule(this.nextTickIn());
     }
   }
 
