@@ -90,7 +90,12 @@ const circuit = withRule(
     cooldown_max: duration({ positive: true })
       .prefault('30s')
       .describe('longest wait between probes: a down endpoint is probed at least this often (a probe spends no attempt)'),
-    alert_after: duration().prefault('10m').describe('an endpoint open this long raises one alert (and one on recovery)'),
+    alert_after: duration()
+      .prefault('30s')
+      .describe('an endpoint open this long raises one alert (one for all its flaps), resolved once it stays closed'),
+    resolve_after: duration()
+      .prefault('30s')
+      .describe('closed this long, an opened alert resolves; an endpoint that opens again sooner counts a flap of the same alert'),
   }),
   checkCircuit,
 );
