@@ -72,6 +72,17 @@ export const notifyBatchAnswer = z.object({ results: z.array(eventAnswer).descri
 
 const CIRCUIT_STATES = ['closed', 'open', 'half_open'] as const satisfies readonly CircuitState[];
 
+/** Why a pending job waits (docs/operations.md#held-jobs); null when it is not held. */
+const held = z
+  .object({
+    reason: z.enum(['circuit', 'paused']).describe("its endpoint's circuit is not closed, or its endpoint is paused"),
+    circuit: z.enum(CIRCUIT_STATES),
+    since: instant.nullable().describe('the outage began (circuit), or the pause'),
+    next_probe_at: instant.nullable().describe('when an open circuit next lets one probe through (past: as soon as a job is due)'),
+  })
+  .nullable()
+  .describe('a pending job held by its endpoint: its status stays pending and its run_at may be past; null when not held');
+
 export const jobAnswer = z.object({
   id,
   type: z.string(),
@@ -85,6 +96,7 @@ export const jobAnswer = z.object({
   topic: z.string().nullable(),
   endpoint: z.string().nullable(),
   event_id: id.nullable(),
+  held,
 });
 
 export const attemptAnswer = z.object({
