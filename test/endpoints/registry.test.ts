@@ -7,6 +7,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig, type Endpoint } from '../../src/config/index.js';
 import { SecretBox } from '../../src/crypto/secret-box.js';
+import { ListenHub } from '../../src/db/listen-hub.js';
 import { codecOf, headerContext, secretContext, type SecretCodec } from '../../src/endpoints/codec.js';
 import { EndpointNameClash, EndpointRegistry } from '../../src/endpoints/registry.js';
 import { purgeTombstones, readStoredEndpoints, storedVersion, toEndpoint, type StoredRow } from '../../src/endpoints/rows.js';
@@ -26,8 +27,12 @@ afterAll(async () => {
 });
 
 const registries: EndpointRegistry[] = [];
+const hubs: ListenHub[] = [];
+const pools: pg.Pool[] = [];
 afterEach(async () => {
   for (const r of registries.splice(0)) await r.stop();
+  for (const h of hubs.splice(0)) await h.close();
+  for (const p of pools.splice(0)) if (!p.ended) await p.end();
   await db.pool.query(`delete from endpoints`);
 });
 
@@ -68,9 +73,13 @@ async function registry(
   const logs = captureLogs();
   const changes: Array<readonly Endpoint[]> = [];
   const pool = over.pool ?? (over.url === undefined ? db.pool : new pg.Pool({ connectionString: over.url, max: 1 }));
+  if (over.url !== undefined && over.pool === undefined) pools.push(pool);
+  // The process's LISTEN connection, as the service makes it: one per registry here.
+  const hub = new ListenHub({ url: over.url ?? db.url });
+  hubs.push(hub);
   const r = new EndpointRegistry({
     pool,
-    url: over.url ?? db.url,
+    listenHub: hub,
     channel: CHANNEL,
     config: parseConfig(over.config ?? {}),
     codec: over.codec === undefined ? codec : over.codec,
@@ -80,7 +89,7 @@ async function registry(
     ...(over.silent ? {} : { onChange: (list: readonly Endpoint[]) => changes.push(list) }),
   });
   registries.push(r);
-  return { r, logs, changes, pool };
+  return { r, logs, changes, pool, hub };
 }
 
 /**
@@ -104,17 +113,6 @@ function watched(after: (text: string) => Promise<void> | void): pg.Pool {
 }
 
 const isRowRead = (text: string) => text.includes('from endpoints where deleted_at is null');
-
-/** A promise to wait on, and what settles it. */
-function signal(): { fired: Promise<void>; fire: () => void } {
-  const s = { fired: Promise.resolve(), fire: (): void => undefined };
-  s.fired = new Promise<void>((resolve) => (s.fire = resolve));
-  return s;
-}
-
-/** How many LISTEN connections the test database has. */
-const listening = () =>
-  db.pool.query(`select 1 from pg_stat_activity where datname = $1 and query ilike 'listen%'`, [db.name]).then((x) => x.rowCount);
 
 const CONFIG_EP = {
   notify: { webhook: { endpoints: [{ name: 'from-config', url: 'https://c.example.com/h', secret: 's', topics: ['*'] }] } },
@@ -228,32 +226,6 @@ describe('EndpointRegistry', () => {
     expect(reads).toBe(3);
   });
 
-  it('a forced refresh asked during a read reads again after it: a NOTIFY that comes mid-read is not lost', async () => {
-    let holding = false;
-    const atGate = signal();
-    const opened = signal();
-    const { r } = await registry({
-      pool: watched(async (text) => {
-        if (!holding || !isRowRead(text)) return;
-        holding = false;
-        atGate.fire();
-        await opened.fired;
-      }),
-    });
-    await r.start();
-    await insert('early');
-    holding = true;
-    // This read has its rows (without 'late') and is held before it applies them.
-    const first = r.refresh(false);
-    await atGate.fired;
-    await insert('late');
-    const forced = r.refresh(true);
-    opened.fire();
-    await Promise.all([first, forced]);
-    await waitFor(() => r.byName.has('late'));
-    expect(r.endpoints.map((e) => e.name)).toEqual(['early', 'late']);
-  });
-
   it('seals a plain row met after the start, when no row is sealed yet', async () => {
     const { r } = await registry();
     await r.start();
@@ -264,21 +236,19 @@ describe('EndpointRegistry', () => {
   });
 
   it('re-reads at once when its LISTEN connection comes back (NOTIFYs sent meanwhile are gone)', async () => {
-    const { r } = await registry();
+    const { r, hub } = await registry();
     await r.start();
     await insert('while-away');
-    const killed = await db.pool.query(
-      `select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and query ilike 'listen%'`,
-      [db.name],
-    );
-    expect(killed.rowCount).toBe(1);
+    const pid = (await hub.listening())?.pid;
+    const killed = await db.pool.query<{ ok: boolean }>(`select pg_terminate_backend($1) as ok`, [pid]);
+    expect(killed.rows[0]?.ok).toBe(true);
     await waitFor(() => r.byName.has('while-away'));
     expect(r.byName.get('while-away')?.secret).toBe('while-away-secret');
   });
 
-  it('keeps polling, and stops with its LISTEN connection when stopped', async () => {
+  it('keeps polling, and stops polling and listening when stopped', async () => {
     let versions = 0;
-    const { r } = await registry({
+    const { r, hub } = await registry({
       pollMs: 20,
       pool: watched((text) => {
         if (text.includes('count(*)')) versions++;
@@ -289,9 +259,10 @@ describe('EndpointRegistry', () => {
     await waitFor(() => r.byName.has('one'));
     await insert('two');
     await waitFor(() => r.byName.has('two'));
-    expect(await listening()).toBe(1);
+    expect((await hub.listening())?.channels).toEqual([CHANNEL]);
     await r.stop();
-    await waitFor(async () => (await listening()) === 0);
+    // The hub is the process's: it stays up, without this channel.
+    expect((await hub.listening())?.channels).toEqual([]);
     const after = versions;
     await insert('three');
     // Absence can only be sampled: ten poll intervals with no look at the table.
@@ -334,21 +305,28 @@ describe('EndpointRegistry', () => {
     expect((await readStoredEndpoints(db.pool))[0]?.headers_sealed).toBe(true);
   });
 
-  it('one read at a time: refreshes asked meanwhile share it, and a forced one runs again after it', async () => {
-    await insert('first');
-    const { r } = await registry();
+  it('one read at a time: a refresh asked meanwhile shares it; forced ones share one read after it', async () => {
+    let reads = 0;
+    const { r } = await registry({
+      pool: watched((text) => {
+        if (isRowRead(text)) reads++;
+      }),
+    });
     await r.start();
+    expect(reads).toBe(1);
     await insert('second');
-    const a = r.refresh(false);
-    const b = r.refresh(true);
-    await Promise.all([a, b]);
-    await waitFor(() => r.byName.has('second'));
-    await r.stop();
-    // After stop, nothing is read any more.
-    await insert('third');
-    await r.refresh(true);
-    await r.refresh(true);
+    // Unforced, asked while a forced read is under way: it waits for that read, and reads nothing.
+    await Promise.all([r.refresh(true), r.refresh(false)]);
+    expect(reads).toBe(2);
     expect(r.byName.has('second')).toBe(true);
+    // Three forced ones at once: the first reads, the other two share one read after it.
+    await Promise.all([r.refresh(true), r.refresh(true), r.refresh(true)]);
+    expect(reads).toBe(4);
+    await r.stop();
+    // After stop, a forced refresh asked during a read does not read again after it.
+    await insert('third');
+    await Promise.all([r.refresh(true), r.refresh(true)]);
+    expect(reads).toBe(5);
   });
 
   it('holds an endpoint whose secret does not open here: disabled, unsigned never, logged once; and opens it again once fixed', async () => {
