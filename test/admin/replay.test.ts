@@ -155,7 +155,7 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('truncate jobs, webhook_attempts, events, audit_log cascade');
+  await db.pool.query('truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events, audit_log cascade');
   wakeUps = 0;
 });
 
@@ -369,6 +369,18 @@ describe('replayEndpoint', () => {
     expect(dry.created).toBe(1003);
     expect((await replayEndpoint(ctx, 'all', { since: '1h' }, 'ops')).created).toBe(1003);
     expect((await db.pool.query(`select count(*)::int as n from jobs where endpoint = 'all'`)).rows[0].n).toBe(1003);
+  });
+
+  it('pages through more events of one instant than one statement reads, each once (time kept to the microsecond)', async () => {
+    const { ctx } = context();
+    // One statement: one now(), so one created_at, with microseconds a JS Date does not keep.
+    await db.pool.query(
+      `insert into events (topic, data, dispatched_at, created_at)
+       select 'bulk.x', '{}', now(), date_trunc('second', now()) - interval '5 minutes' + interval '123457 microseconds'
+       from generate_series(1, 1001)`,
+    );
+    expect((await replayEndpoint(ctx, 'all', { since: '1h', dry_run: true }, 'ops')).created).toBe(1001);
+    expect((await replayEndpoint(ctx, 'all', { since: '1h' }, 'ops')).created).toBe(1001);
   });
 
   it('a dry run counts what a replay would do, changes nothing, audits and logs nothing', async () => {
