@@ -7,7 +7,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig, type Endpoint } from '../../src/config/index.js';
 import { SecretBox } from '../../src/crypto/secret-box.js';
-import { ListenHub } from '../../src/db/listen-hub.js';
+import { ListenHub, type ListenSubscriber } from '../../src/db/listen-hub.js';
 import { codecOf, headerContext, secretContext, type SecretCodec } from '../../src/endpoints/codec.js';
 import { EndpointNameClash, EndpointRegistry } from '../../src/endpoints/registry.js';
 import { purgeTombstones, readStoredEndpoints, storedVersion, toEndpoint, type StoredRow } from '../../src/endpoints/rows.js';
@@ -68,6 +68,7 @@ async function registry(
     url?: string;
     pool?: pg.Pool;
     silent?: boolean;
+    listenHub?: ListenHub;
   } = {},
 ) {
   const logs = captureLogs();
@@ -79,7 +80,7 @@ async function registry(
   hubs.push(hub);
   const r = new EndpointRegistry({
     pool,
-    listenHub: hub,
+    listenHub: over.listenHub ?? hub,
     channel: CHANNEL,
     config: parseConfig(over.config ?? {}),
     codec: over.codec === undefined ? codec : over.codec,
@@ -113,6 +114,29 @@ function watched(after: (text: string) => Promise<void> | void): pg.Pool {
 }
 
 const isRowRead = (text: string) => text.includes('from endpoints where deleted_at is null');
+
+/** A promise to wait on, and what settles it. */
+function signal(): { fired: Promise<void>; fire: () => void } {
+  const s = { fired: Promise.resolve(), fire: (): void => undefined };
+  s.fired = new Promise<void>((resolve) => (s.fire = resolve));
+  return s;
+}
+
+/**
+ * A stand-in for the process's LISTEN connection that hands the test the registry's subscriber, to
+ * call when a NOTIFY or a reconnect would: the registry uses only subscribe(), and the class's
+ * private fields make the cast necessary.
+ */
+function handHub(): { hub: ListenHub; sub: () => ListenSubscriber } {
+  let got: ListenSubscriber | undefined;
+  const hub = {
+    subscribe: async (_channel: string, sub: ListenSubscriber) => {
+      got = sub;
+      return { close: async () => undefined };
+    },
+  };
+  return { hub: hub as unknown as ListenHub, sub: () => got! };
+}
 
 const CONFIG_EP = {
   notify: { webhook: { endpoints: [{ name: 'from-config', url: 'https://c.example.com/h', secret: 's', topics: ['*'] }] } },
@@ -200,6 +224,59 @@ describe('EndpointRegistry', () => {
     await insert('unannounced');
     await waitFor(() => polled.r.byName.has('unannounced'));
     expect(r.byName.has('unannounced')).toBe(false);
+  });
+
+  it.each(['a NOTIFY', 'a reconnect'] as const)(
+    '%s during a read reads again after it: the read under way may have begun before the change',
+    async (what) => {
+      let holding = false;
+      const atGate = signal();
+      const opened = signal();
+      const hand = handHub();
+      const { r } = await registry({
+        listenHub: hand.hub,
+        pool: watched(async (text) => {
+          if (!holding || !isRowRead(text)) return;
+          holding = false;
+          atGate.fire();
+          await opened.fired;
+        }),
+      });
+      await r.start();
+      holding = true;
+      // This read has its rows (without 'late') and is held before it applies them.
+      const first = r.refresh(true);
+      await atGate.fired;
+      await insert('late');
+      if (what === 'a NOTIFY') hand.sub().onNotify('late');
+      else hand.sub().onReconnect();
+      opened.fire();
+      await first;
+      // No poll for ten minutes: only the read that the NOTIFY (or reconnect) asked for finds it.
+      await waitFor(() => r.byName.has('late'));
+      expect(r.endpoints.map((e) => e.name)).toEqual(['late']);
+    },
+  );
+
+  it('polls the fingerprint, and reads the rows only when it moved', async () => {
+    let versions = 0;
+    let reads = 0;
+    await insert('steady');
+    const { r } = await registry({
+      pollMs: 10,
+      pool: watched((text) => {
+        if (text.includes('count(*)')) versions++;
+        if (isRowRead(text)) reads++;
+      }),
+    });
+    await r.start();
+    expect(reads).toBe(1);
+    const seen = versions;
+    await waitFor(() => versions >= seen + 3);
+    expect(reads).toBe(1);
+    await insert('moved');
+    await waitFor(() => r.byName.has('moved'));
+    expect(reads).toBe(2);
   });
 
   it('knows its config endpoints by name before it starts', async () => {

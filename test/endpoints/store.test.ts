@@ -438,6 +438,7 @@ describe('rotate', () => {
     expect(audit).toMatchObject({
       action: 'endpoint.secret_rotated',
       actor: 'ops',
+      target_type: 'endpoint',
       details: { rotate_until: r.rotate_until, generated: false },
     });
     expect(JSON.stringify(audit)).not.toMatch(/rotation-(old|new)-secret/);
