@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseReplayRequest, replayEndpoint, type ReplayContext, type ReplayRequest } from '../../src/admin/replay.js';
 import { parseConfig, resolveEndpoints } from '../../src/config/index.js';
 import { ApiError } from '../../src/errors.js';
-import { buildBody, webhookJobId } from '../../src/webhook/job.js';
+import { buildBody, webhookJobId, webhookJobIdV5 } from '../../src/webhook/job.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { captureLogs, waitFor } from '../helpers/logs.js';
 
@@ -381,6 +381,24 @@ describe('replayEndpoint', () => {
     );
     expect((await replayEndpoint(ctx, 'all', { since: '1h', dry_run: true }, 'ops')).created).toBe(1001);
     expect((await replayEndpoint(ctx, 'all', { since: '1h' }, 'ops')).created).toBe(1001);
+  });
+
+  it('a dry run counts only the events with no job for the endpoint, under the id made now or the older one', async () => {
+    const { ctx } = context();
+    await event('crm.none', 60_000);
+    const now = await event('crm.now', 60_000);
+    const older = await event('crm.older', 60_000);
+    for (const [id, ev] of [
+      [webhookJobId(now, 'crm'), now],
+      [webhookJobIdV5(older, 'crm'), older],
+    ] as const) {
+      await db.pool.query(
+        `insert into jobs (id, type, payload, status, endpoint, event_id) values ($1, 'webhook.deliver', '{}', 'completed', 'crm', $2)`,
+        [id, ev],
+      );
+    }
+    expect(await replayEndpoint(ctx, 'crm', { since: '1h', dry_run: true }, 'ops')).toMatchObject({ created: 1, dry_run: true });
+    expect((await replayEndpoint(ctx, 'crm', { since: '1h' }, 'ops')).created).toBe(1);
   });
 
   it('a dry run counts what a replay would do, changes nothing, audits and logs nothing', async () => {
