@@ -6,7 +6,10 @@
  */
 
 /**
- * What is mutated, and the test files that may kill it. The test list is the vitest `include` of
+ * What is mutated, and the test files that may kill it: those that call the area's code directly.
+ * The end-to-end suites that reach it through a service (test/endpoints/stored.test.ts,
+ * test/http/replay.test.ts, test/http/auth.test.ts ...) are left out: each mutant would start a
+ * service, hours in all. The test list is the vitest `include` of
  * vitest.mutation.config.mjs, not Stryker's `testFiles`: with `testFiles`, Stryker 9.6 activates a
  * module-level (static) mutant only after the module has loaded, so every such mutant "survives".
  * @type {Record<string, { mutate: string[]; tests: string[] }>}
@@ -14,10 +17,18 @@
 export const AREAS = {
   net: { mutate: ['src/net/**/*.ts'], tests: ['test/net/*.test.ts'] },
   crypto: { mutate: ['src/crypto/**/*.ts'], tests: ['test/crypto/*.test.ts'] },
-  auth: { mutate: ['src/http/auth.ts'], tests: ['test/http/auth*.test.ts'] },
-  verify: { mutate: ['src/verify.ts'], tests: ['test/webhook/verify.test.ts', 'test/verify*.test.ts'] },
-  endpoints: { mutate: ['src/endpoints/**/*.ts'], tests: ['test/endpoints/*.test.ts'] },
-  replay: { mutate: ['src/admin/replay.ts'], tests: ['test/http/replay.test.ts', 'test/admin/replay*.test.ts'] },
+  auth: { mutate: ['src/http/auth.ts'], tests: ['test/http/auth-hook.test.ts'] },
+  verify: { mutate: ['src/verify.ts'], tests: ['test/webhook/verify.test.ts', 'test/verify-edges.test.ts'] },
+  endpoints: {
+    mutate: ['src/endpoints/**/*.ts'],
+    tests: [
+      'test/endpoints/input-access.test.ts',
+      'test/endpoints/store.test.ts',
+      'test/endpoints/registry.test.ts',
+      'test/endpoints/registry-refresh.test.ts',
+    ],
+  },
+  replay: { mutate: ['src/admin/replay.ts'], tests: ['test/admin/replay.test.ts'] },
 };
 
 /** The area of this run: `ACW_MUTATION_AREA` (the vitest config reads the same variable). */

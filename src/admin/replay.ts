@@ -135,8 +135,13 @@ function whitelist(topics: readonly string[]): { all: boolean; exact: string[]; 
 /** Events are read a page at a time. */
 const PAGE = 1000;
 
-/** Dispatched events of the window that match the whitelist, a page after ($6, $7) in (created_at, id) order. */
-const WINDOW_EVENTS = `select e.id, e.topic, e.data, e.created_at from events e
+/**
+ * Dispatched events of the window that match the whitelist, a page after ($6, $7) in (created_at, id)
+ * order. The page key is the time in microseconds, as text: a JS Date keeps milliseconds only, and a
+ * key cut to them would read the last event of a page again, or a page of one instant for ever.
+ */
+const WINDOW_EVENTS = `select e.id, e.topic, e.data, e.created_at,
+    to_char(e.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as page_key from events e
   where e.dispatched_at is not null and e.created_at >= $1 and e.created_at < $2
     and ($3::boolean or e.topic = any($4::text[]) or e.topic like any($5::text[]))
     and (e.created_at, e.id) > ($6::timestamptz, $7::uuid)
@@ -147,6 +152,7 @@ interface EventRow {
   topic: string;
   data: unknown;
   created_at: Date;
+  page_key: string;
 }
 
 /** Reset (or count), create (or count), audit; or the first answer again for a key seen before. */
@@ -276,7 +282,7 @@ async function windowStart(client: Queryable, ctx: ReplayContext, p: ParsedRepla
  */
 async function createMissing(client: Queryable, ctx: ReplayContext, ep: Endpoint, match: unknown[], write: boolean): Promise<number> {
   let created = 0;
-  let after: [Date, string] = [new Date(0), '00000000-0000-0000-0000-000000000000'];
+  let after: [string, string] = ['-infinity', '00000000-0000-0000-0000-000000000000'];
   for (;;) {
     const page = await client.query<EventRow>(WINDOW_EVENTS, [...match, ...after]);
     const ids = page.rows.map((ev) => webhookJobId(ev.id, ep.name));
@@ -311,7 +317,7 @@ async function createMissing(client: Queryable, ctx: ReplayContext, ep: Endpoint
     }
     const last = page.rows.at(-1);
     if (!last || page.rows.length < PAGE) return created;
-    after = [last.created_at, last.id];
+    after = [last.page_key, last.id];
   }
 }
 
