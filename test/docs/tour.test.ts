@@ -83,7 +83,10 @@ it('runs as written: the receiver gets both endpoints verified, the saved copy v
   expect(rest).toEqual([]);
 
   // First terminal: the receiver, which runs until stopped.
-  const rx = startProc('sh', ['-c', `exec ${commands(receiver!).join('; ')}`], env, { cwd: dir });
+  // exec (after any VAR=value): the shell becomes the receiver, so stopping it stops the receiver.
+  const [rxCommand, ...rxMore] = commands(receiver!);
+  expect(rxMore).toEqual([]);
+  const rx = startProc('sh', ['-c', rxCommand!.replace(/^((?:\w+=\S+\s+)*)/, '$1exec ')], env, { cwd: dir });
   procs.push(rx);
   await rx.waitForLine(/listening on/);
 
