@@ -1,5 +1,15 @@
 import type { Queryable } from '../db/pool.js';
-import { JOB_COLUMNS, requireStatus, toJobView, type AttemptView, type JobFilter, type JobRow, type JobView } from './job-view.js';
+import {
+  JOB_COLUMNS,
+  placeAttempts,
+  requireStatus,
+  toJobView,
+  type AttemptRow,
+  type AttemptView,
+  type JobFilter,
+  type JobRow,
+  type JobView,
+} from './job-view.js';
 import { decodeCursor, encodeCursor, requireLimit, requireText, requireUuid } from './params.js';
 
 /** Operator reads of `jobs` (`GET /v1/jobs`, `jobs list|show`). Writes: job-actions.ts, queue/transitions.ts. */
@@ -52,10 +62,10 @@ export async function getJob(db: Queryable, id: string): Promise<(JobView & { pa
   const job = await db.query<JobRow & { payload: unknown }>(`select ${JOB_COLUMNS}, payload from jobs where id = $1`, [jobId]);
   const row = job.rows[0];
   if (!row) return null;
-  const att = await db.query<Omit<AttemptView, 'created_at'> & { created_at: Date }>(
-    `select attempt, status_code, error_kind, error, duration_ms, response_body, lease_lost, aborted, created_at
+  const att = await db.query<AttemptRow>(
+    `select attempt, status_code, error_kind, error, duration_ms, response_body, lease_lost, aborted, created_at, probe
      from webhook_attempts where job_id = $1 order by created_at, id`,
     [jobId],
   );
-  return { ...toJobView(row), payload: row.payload, deliveries: att.rows.map((a) => ({ ...a, created_at: a.created_at.toISOString() })) };
+  return { ...toJobView(row), payload: row.payload, deliveries: placeAttempts(att.rows) };
 }
