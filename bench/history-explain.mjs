@@ -1,7 +1,7 @@
 // `node bench/history-explain.mjs [N]`: EXPLAIN (ANALYZE, BUFFERS) of every statement behind the
 // history scenario's operator reads (bench/README.md#history-at-volume), on a copy of its cached
 // template of N finished deliveries (BENCH_HISTORY_ROWS by default; the history scenario must have
-// loaded it with this build's migrations). The statements are captured from acw's own functions in
+// loaded it with this build's migrations), its counters moved forward and rolled up as the scenario does. The statements are captured from acw's own functions in
 // dist (queueCounts, deliveryBuckets, deliveryHealth, readEndpointStates, listJobs, getJob,
 // listAlerts), so they are always the current SQL. Each runs with its parameters as a custom plan,
 // and the named prepared ones also as PostgreSQL's generic plan (what node-pg gets after five
@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { dist } from './lib/dist.mjs';
 import { HISTORY_ENDPOINTS } from './lib/history-data.mjs';
-import { shiftCounters } from './lib/history-reads.mjs';
+import { rollupCopy, shiftCounters } from './lib/history-reads.mjs';
 import { DEFAULT_MEMORY_SETTINGS, startServer } from './lib/pg.mjs';
 
 const ROWS = Number(process.argv[2] ?? process.env.BENCH_HISTORY_ROWS ?? 5_000_000);
@@ -63,6 +63,8 @@ try {
   const url = await server.createDatabase(db, 'tpl_history', { strategy: 'file_copy' });
   const info = JSON.parse(readFileSync(join(CACHE, dir, 'template.json'), 'utf8'));
   await shiftCounters(url, Date.parse(info.loaded_at));
+  const rollup = await rollupCopy(url);
+  if (rollup) console.log(`counters rolled up as the service's stats_rollup does: ${JSON.stringify(rollup)}`);
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {

@@ -13,6 +13,7 @@ import { jobExpiry } from './runners/expiry.js';
 import { jobPurge } from './runners/purge.js';
 import { jobReaper } from './runners/reaper.js';
 import { ensureDaysAhead, historyPartitions } from './history/partitions.js';
+import { statsRollup } from './history/stats-rollup.js';
 import { historyUpgrade } from './history/upgrade.js';
 import { Scheduler, type PeriodicRunner } from './runners/scheduler.js';
 import { enqueueJobs } from './queue/transitions.js';
@@ -301,7 +302,7 @@ function logConfig(cfg: Config, log: Logger, runners: readonly PeriodicRunner[])
   }
 }
 
-/** Our periodic runners as configured (reaper, purge, expiry of held jobs), then the host's with their `jobs.<name>` blocks. */
+/** Our periodic runners as configured (reaper, purge, partitions, counter rollup, upgrade, expiry of held jobs), then the host's with their `jobs.<name>` blocks. */
 function periodicRunners(
   cfg: Config,
   ctx: { channels: ReturnType<typeof channels>; onDead: DeadHook; metrics: Metrics },
@@ -334,6 +335,7 @@ function periodicRunners(
         ]
       : []),
     historyPartitions(),
+    statsRollup(),
     historyUpgrade({
       retentions: { completedMs: j.job_purge.completed_retention, deadMs: j.job_purge.dead_retention },
       jobsChannel: ctx.channels.jobs,

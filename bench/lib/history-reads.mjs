@@ -3,6 +3,7 @@
 // them, each timed over `calls` sequential calls on one keep-alive connection after one warm-up.
 import pg from 'pg';
 import { percentile, wallNow } from './common.mjs';
+import { dist } from './dist.mjs';
 import { cpuNow, POSTGRES } from './pgstats.mjs';
 import { round } from './report.mjs';
 import { VIEWER_TOKEN } from '../systems/acw.mjs';
@@ -36,6 +37,37 @@ export async function shiftCounters(url, loadedAtMs) {
     // Builds before the history layout kept one count per minute and slot.
     await move('delivery_counts', ['minute', 'slot', 'ok', 'failed'], ['minute']);
     await c.query('analyze');
+  } finally {
+    await c.end();
+  }
+}
+
+/**
+ * The service's counter rollup (`stats_rollup`), run once to the end on a copy: the template holds
+ * the counters as ten pooled writers leave them, one row per endpoint, minute and slot, where a
+ * running service folds each settled minute into one row. Then `vacuum full` of the two tables: a
+ * service that folds every minute never holds more than a few minutes of slot rows, so its table
+ * stays near its folded size, where this one-off fold of a week leaves nine rows in ten dead (see
+ * bench/README.md#history-at-volume). Returns the fold's seconds and rows folded, and the
+ * vacuum's seconds, or null for a build that has no rollup (its reads then add up every slot row).
+ */
+export async function rollupCopy(url) {
+  let mod;
+  try {
+    mod = await dist('history/stats-rollup.js');
+  } catch {
+    return null;
+  }
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const t = performance.now();
+    const r = await mod.rollupCounters(c);
+    const seconds = round((performance.now() - t) / 1000, 1);
+    const t2 = performance.now();
+    await c.query('vacuum (full, analyze) delivery_stats, job_counts');
+    const vacuum_s = round((performance.now() - t2) / 1000, 1);
+    return { seconds, delivery_stats: r.delivery_stats, job_counts: r.job_counts, statements: r.statements, vacuum_s };
   } finally {
     await c.end();
   }

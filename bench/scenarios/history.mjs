@@ -9,7 +9,7 @@ import { int, list } from '../lib/env.mjs';
 import { historySizes, openHistory } from '../lib/history-cache.mjs';
 import { HISTORY_DEAD_EVERY } from '../lib/history-data.mjs';
 import { runPurgeLive, runPurgeQuiet } from '../lib/history-purge.mjs';
-import { runReads, shiftCounters } from '../lib/history-reads.mjs';
+import { rollupCopy, runReads, shiftCounters } from '../lib/history-reads.mjs';
 import { fmt, median, perRun, ratio, round, rx, targetsMarkdown } from '../lib/report.mjs';
 import { runThroughput } from '../lib/throughput.mjs';
 import { label } from '../systems/index.mjs';
@@ -95,7 +95,9 @@ async function runHistory(ctx, _key, run) {
     const { url, copy_s } = await copy(h, name);
     try {
       await shiftCounters(url, Date.parse(h.info.loaded_at));
-      await runReads(ctx, { server: h.server, url, run, calls: HISTORY.calls, fields: { ...fields, copy_s } });
+      const rollup = await rollupCopy(url);
+      if (rollup) ctx.note(`history reads run ${run}: counters rolled up in ${rollup.seconds} s (${JSON.stringify(rollup)})`);
+      await runReads(ctx, { server: h.server, url, run, calls: HISTORY.calls, fields: { ...fields, copy_s, rollup } });
     } finally {
       await h.server.dropDatabase(name);
     }
@@ -257,6 +259,13 @@ function report(results) {
         `| ${r.read}: \`${r.path}\` | ${fmt(r.p50, 1)} | ${fmt(r.p95, 1)} (${fmt(r.worstP95, 1)}) | ${fmt(r.max, 1)} | ${r.calls} | ${r.cpu} |`,
       );
     md.push('');
+    const rollups = [...new Map(mine(results, 'reads').map((r) => [r.run, r.rollup])).values()].filter(Boolean);
+    if (rollups.length)
+      md.push(
+        `Before the reads, each copy's counters were folded as the \`stats_rollup\` runner does (one row per endpoint and minute): ` +
+          `${rollups.map((r) => `${fmt(r.seconds, 1)} s for ${fmt(r.delivery_stats)} + ${fmt(r.job_counts)} slot rows, then ${fmt(r.vacuum_s, 1)} s of \`vacuum full\``).join('; ')}.`,
+        '',
+      );
   }
   if (purges.length) {
     md.push(

@@ -78,6 +78,8 @@ export const ALERT_ACTIONS = [
   'endpoint.circuit_opened',
   'endpoint.circuit_closed',
   'endpoint.expired',
+  'endpoint.failing',
+  'endpoint.failing_resolved',
 ] as const satisfies readonly Alert['action'][];
 // Every action the server has is offered: a new one fails to compile here until it is added above.
 type OnlyNever<T extends never> = T;

@@ -12,5 +12,12 @@ export const ALERT_ACTIONS = [
   'endpoint.circuit_opened',
   'endpoint.circuit_closed',
   'endpoint.expired',
+  'endpoint.failing',
+  'endpoint.failing_resolved',
 ] as const;
 export type AlertAction = (typeof ALERT_ACTIONS)[number];
+
+/** Alerts about a condition that lasts: open until the alert that says it ended resolves them (acknowledging does not). */
+export const CONDITION_ACTIONS: readonly AlertAction[] = ['endpoint.circuit_opened', 'endpoint.failing'];
+/** Alerts that say a condition ended: resolved from the start. Every other alert resolves when acknowledged. */
+export const RESOLUTION_ACTIONS: readonly AlertAction[] = ['endpoint.circuit_closed', 'endpoint.failing_resolved'];

@@ -1,5 +1,5 @@
 import { DoublingDelay, Wakeup } from '../delay.js';
-import { badField, coerceError } from '../errors.js';
+import { ApiError, badField, coerceError } from '../errors.js';
 import { listenOn } from '../db/listen-hub.js';
 import type { Queryable } from '../db/pool.js';
 import type { Logger } from '../log.js';
@@ -14,7 +14,7 @@ import { decodeCursor, encodeCursor, requireId, requireLimit } from './params.js
  */
 export { ALERT_ACTIONS, type AlertAction } from './alert-actions.js';
 // Inlined (code constants, never input) so the planner matches the partial index audit_log_alerts_idx.
-const IS_ALERT = `action in (${ALERT_ACTIONS.map((a) => `'${a}'`).join(', ')})`;
+export const IS_ALERT = `action in (${ALERT_ACTIONS.map((a) => `'${a}'`).join(', ')})`;
 
 const isAlertAction = (s: string): s is AlertAction => (ALERT_ACTIONS as readonly string[]).includes(s);
 
@@ -43,11 +43,20 @@ export function parseAlertActions(value: unknown, field: string): AlertAction[] 
 /** Only these actions (null: every alert). A caller with a flag of its own (the CLI's --action) checks it first, naming it. */
 const actionFilter = (value: unknown): AlertAction[] | null => (value === undefined ? null : parseAlertActions(value, 'action'));
 
-/** An alert: its audit row id, action and time, over the details its action records. */
+/** An alert: its audit row id, action and time, and what became of it, over the details its action records. */
 export interface AlertView {
   id: number;
   action: AlertAction;
   created_at: string;
+  /** open until resolved: by the alert that says its condition ended, or (one with no such alert) when acknowledged. */
+  state: 'open' | 'resolved';
+  resolved_at: string | null;
+  /** The alert that resolved it (an `endpoint.circuit_closed` or `endpoint.failing_resolved`); null otherwise. */
+  resolved_by: number | null;
+  acknowledged_at: string | null;
+  acknowledged_by: string | null;
+  /** How many more times its condition began while it stood (a circuit that opened again): one alert for them all. */
+  flaps: number;
   /**
    * A dead letter: job_id, type, endpoint, topic, event_id, attempts, reason, last_error. An endpoint
    * alert (src/endpoint-state/alerts.ts): endpoint, and what its action records.
@@ -60,10 +69,44 @@ interface AlertRow {
   action: AlertAction;
   created_at: Date;
   details: Record<string, unknown> | null;
+  resolved_at: Date | null;
+  resolved_by: string | null;
+  acknowledged_at: Date | null;
+  acknowledged_by: string | null;
+  flaps: number;
 }
 
 function toView(r: AlertRow): AlertView {
-  return { ...r.details, id: Number(r.id), action: r.action, created_at: r.created_at.toISOString() };
+  return {
+    ...r.details,
+    id: Number(r.id),
+    action: r.action,
+    created_at: r.created_at.toISOString(),
+    state: r.resolved_at === null ? 'open' : 'resolved',
+    resolved_at: r.resolved_at?.toISOString() ?? null,
+    resolved_by: r.resolved_by === null ? null : Number(r.resolved_by),
+    acknowledged_at: r.acknowledged_at?.toISOString() ?? null,
+    acknowledged_by: r.acknowledged_by,
+    flaps: r.flaps,
+  };
+}
+
+/**
+ * An alert row with what became of it (alert_state), and the live flaps of a circuit alert that
+ * still stands (its endpoint's row names it). `$S` and `$A` are the state and acknowledged filters.
+ */
+const ALERT_FROM = `select a.id, a.action, a.created_at, a.details, st.resolved_at, st.resolved_by, st.acknowledged_at,
+    st.acknowledged_by, coalesce(es.alert_flaps, st.flaps, 0) as flaps
+  from audit_log a left join alert_state st on st.alert_id = a.id
+  left join lateral (select e.alert_flaps from endpoint_state e where e.open_alert_id = a.id limit 1) es on true`;
+const stateFilter = (state: number, acked: number): string =>
+  `($${state}::text is null or ($${state}::text = 'open') = (st.resolved_at is null))
+   and ($${acked}::boolean is null or (st.acknowledged_at is not null) = $${acked}::boolean)`;
+
+/** The filters of what became of an alert: `state` open or resolved, `acknowledged` true or false. */
+export interface AlertStateFilter {
+  state?: 'open' | 'resolved' | undefined;
+  acknowledged?: boolean | undefined;
 }
 
 /**
@@ -72,26 +115,40 @@ function toView(r: AlertRow): AlertView {
  */
 export async function readAlerts(
   db: Queryable,
-  opts: { sinceId?: number | undefined; limit?: number | undefined; action?: string | readonly string[] | undefined } = {},
+  opts: {
+    sinceId?: number | undefined;
+    limit?: number | undefined;
+    action?: string | readonly string[] | undefined;
+  } & AlertStateFilter = {},
 ): Promise<AlertView[]> {
   const limit = requireLimit(opts.limit, 'limit', 100, 1000);
   const actions = actionFilter(opts.action);
+  const st = [opts.state ?? null, opts.acknowledged ?? null];
   if (opts.sinceId === undefined) {
     const res = await db.query<AlertRow>(
-      `select * from (select id, action, created_at, details from audit_log
-                      where ${IS_ALERT} and ($1::text[] is null or action = any($1)) order by id desc limit $2) r
+      `select * from (${ALERT_FROM}
+                      where ${IS_ALERT} and ($1::text[] is null or action = any($1)) and ${stateFilter(3, 4)}
+                      order by a.id desc limit $2) r
        order by id`,
-      [actions, limit],
+      [actions, limit, ...st],
     );
     return res.rows.map(toView);
   }
   const since = requireId(opts.sinceId, 'since');
   const res = await db.query<AlertRow>(
-    `select id, action, created_at, details from audit_log
-     where ${IS_ALERT} and ($1::text[] is null or action = any($1)) and id > $2 order by id limit $3`,
-    [actions, since, limit],
+    `${ALERT_FROM}
+     where ${IS_ALERT} and ($1::text[] is null or action = any($1)) and a.id > $2 and ${stateFilter(4, 5)} order by a.id limit $3`,
+    [actions, since, limit, ...st],
   );
   return res.rows.map(toView);
+}
+
+/** One alert by id; a 404 naming `id` when there is none. */
+export async function readAlert(db: Queryable, id: number | string): Promise<AlertView> {
+  const res = await db.query<AlertRow>(`${ALERT_FROM} where ${IS_ALERT} and a.id = $1`, [requireId(id, 'id')]);
+  const row = res.rows[0];
+  if (!row) throw new ApiError(404, 'not_found', `id: no alert ${String(id)}`, { field: 'id' });
+  return toView(row);
 }
 
 /**
@@ -100,16 +157,16 @@ export async function readAlerts(
  */
 export async function listAlerts(
   db: Queryable,
-  f: { limit?: number | undefined; cursor?: string | undefined; action?: string | readonly string[] | undefined } = {},
+  f: { limit?: number | undefined; cursor?: string | undefined; action?: string | readonly string[] | undefined } & AlertStateFilter = {},
 ): Promise<{ items: AlertView[]; next_cursor: string | null }> {
   const limit = requireLimit(f.limit, 'limit', 50, 500);
   const actions = actionFilter(f.action);
   const before = f.cursor === undefined ? null : Number(decodeCursor(f.cursor, [/^\d{1,15}$/])[0]);
   const res = await db.query<AlertRow>(
-    `select id, action, created_at, details from audit_log
-     where ${IS_ALERT} and ($1::text[] is null or action = any($1)) and ($2::bigint is null or id < $2)
-     order by id desc limit $3`,
-    [actions, before, limit + 1],
+    `${ALERT_FROM}
+     where ${IS_ALERT} and ($1::text[] is null or action = any($1)) and ($2::bigint is null or a.id < $2) and ${stateFilter(4, 5)}
+     order by a.id desc limit $3`,
+    [actions, before, limit + 1, f.state ?? null, f.acknowledged ?? null],
   );
   const rows = res.rows.slice(0, limit);
   const last = rows.at(-1);

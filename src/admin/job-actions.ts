@@ -6,7 +6,7 @@ import { promoteLegacyJobs, type LegacyMatch } from '../history/upgrade.js';
 import { operatorCancelJob, operatorRedriveJobs, operatorRetryJob } from '../queue/transitions.js';
 import { writeAudit } from './audit.js';
 import { ApiError, badField } from '../errors.js';
-import { toJobView, type JobRow, type JobView } from './job-view.js';
+import { HELD_COLUMNS, HELD_JOIN, toJobView, type HeldColumns, type JobRow, type JobView } from './job-view.js';
 import { requireText, requireUuid } from './params.js';
 
 /**
@@ -50,7 +50,12 @@ export async function retryJob(db: pg.Pool, id: string, actor: string, jobsChann
       targetId: jobId,
       details: { from_status: row.status, type: row.type, topic: row.topic, endpoint: row.endpoint, event_id: row.event_id },
     });
-    return toJobView(upd);
+    // Pending again: held if its endpoint holds it now.
+    const held = await client.query<HeldColumns>(
+      `select ${HELD_COLUMNS} from (select $1::text as endpoint, 'pending' as status) j ${HELD_JOIN}`,
+      [upd.endpoint],
+    );
+    return toJobView({ ...upd, ...held.rows[0] });
   });
 }
 

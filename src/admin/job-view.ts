@@ -1,5 +1,6 @@
 import { JOB_COLUMNS, type JobRow } from '../queue/job-rows.js';
 import type { JobStatus } from '../queue/types.js';
+import type { CircuitState } from '../endpoint-state/types.js';
 import { badField } from '../errors.js';
 import { iso } from './params.js';
 
@@ -22,6 +23,8 @@ export interface JobView {
   topic: string | null;
   endpoint: string | null;
   event_id: string | null;
+  /** Why this pending job waits, if its endpoint holds it (docs/operations.md#held-jobs); null when not held. */
+  held: HeldView | null;
 }
 
 export interface AttemptView {
@@ -55,7 +58,50 @@ export interface JobFilter {
   cursor?: string | undefined;
 }
 
-export function toJobView(r: JobRow): JobView {
+/**
+ * Why a pending job waits though it may be due (docs/operations.md#held-jobs): its endpoint's
+ * circuit is open or half-open (`circuit`), or it is paused (`paused`). Its status stays pending.
+ */
+export interface HeldView {
+  reason: 'circuit' | 'paused';
+  /** The endpoint's circuit state: `open`, `half_open`, or `closed` for a paused endpoint. */
+  circuit: CircuitState;
+  /** Since when: the outage's start for a circuit, the pause for a paused endpoint. */
+  since: string | null;
+  /** When an open circuit next lets one probe through (in the past: as soon as a job is due); null while paused. */
+  next_probe_at: string | null;
+}
+
+/** The endpoint state joined to a pending job's row (HELD_JOIN); all null for a job not held. */
+export interface HeldColumns {
+  held_circuit: CircuitState | null;
+  held_paused: boolean | null;
+  held_opened_at: Date | null;
+  held_paused_at: Date | null;
+  held_next_probe_at: Date | null;
+}
+
+/**
+ * Joined to at most a page of job rows `j`: one lookup of endpoint_state by its key per row, in
+ * the same statement (no per-row read from JS). Only a pending job of an endpoint that holds.
+ */
+export const HELD_JOIN = `left join endpoint_state hs on j.status = 'pending' and hs.endpoint = j.endpoint and (hs.circuit <> 'closed' or hs.paused)`;
+export const HELD_COLUMNS = `hs.circuit as held_circuit, hs.paused as held_paused, coalesce(hs.opened_at, hs.circuit_since) as held_opened_at,
+  hs.paused_at as held_paused_at, hs.next_probe_at as held_next_probe_at`;
+
+export function toHeldView(r: Partial<HeldColumns>): HeldView | null {
+  if (r.held_circuit === null || r.held_circuit === undefined) return null;
+  if (r.held_paused) return { reason: 'paused', circuit: r.held_circuit, since: iso(r.held_paused_at ?? null), next_probe_at: null };
+  return {
+    reason: 'circuit',
+    circuit: r.held_circuit,
+    since: iso(r.held_opened_at ?? null),
+    next_probe_at: iso(r.held_next_probe_at ?? null),
+  };
+}
+
+/** A row of JOB_COLUMNS, with HELD_COLUMNS when the statement joined them (without: not held). */
+export function toJobView(r: JobRow & Partial<HeldColumns>): JobView {
   return {
     id: r.id,
     type: r.type,
@@ -69,6 +115,7 @@ export function toJobView(r: JobRow): JobView {
     topic: r.topic,
     endpoint: r.endpoint,
     event_id: r.event_id,
+    held: toHeldView(r),
   };
 }
 

@@ -1,11 +1,14 @@
 import type { Queryable } from '../db/pool.js';
 import {
+  HELD_COLUMNS,
+  HELD_JOIN,
   JOB_COLUMNS,
   placeAttempts,
   requireStatus,
   toJobView,
   type AttemptRow,
   type AttemptView,
+  type HeldColumns,
   type JobFilter,
   type JobRow,
   type JobView,
@@ -42,10 +45,14 @@ export async function listJobs(db: Queryable, f: JobFilter = {}): Promise<{ item
     where.push(`(created_at, id) < (timestamptz 'epoch' + $${n - 1}::bigint * interval '1 microsecond', $${n}::uuid)`);
   }
   values.push(limit + 1);
-  const res = await db.query<JobRow & { created_us: string }>(
-    `select ${JOB_COLUMNS}, (extract(epoch from created_at) * 1000000)::bigint as created_us
-     from jobs ${where.length > 0 ? `where ${where.join(' and ')}` : ''}
-     order by created_at desc, id desc limit $${values.length}`,
+  // The page first, then its endpoints' state joined to it: the held lookup costs one key read per row of the page.
+  const res = await db.query<JobRow & HeldColumns & { created_us: string }>(
+    `select j.*, ${HELD_COLUMNS} from (
+       select ${JOB_COLUMNS}, (extract(epoch from created_at) * 1000000)::bigint as created_us
+       from jobs ${where.length > 0 ? `where ${where.join(' and ')}` : ''}
+       order by created_at desc, id desc limit $${values.length}) j
+     ${HELD_JOIN}
+     order by j.created_at desc, j.id desc`,
     values,
   );
   const rows = res.rows.slice(0, limit);
@@ -59,7 +66,10 @@ export async function listJobs(db: Queryable, f: JobFilter = {}): Promise<{ item
 /** One job with its payload and its HTTP attempts, oldest first; null when there is no such job. */
 export async function getJob(db: Queryable, id: string): Promise<(JobView & { payload: unknown; deliveries: AttemptView[] }) | null> {
   const jobId = requireUuid(id, 'id');
-  const job = await db.query<JobRow & { payload: unknown }>(`select ${JOB_COLUMNS}, payload from jobs where id = $1`, [jobId]);
+  const job = await db.query<JobRow & HeldColumns & { payload: unknown }>(
+    `select j.*, ${HELD_COLUMNS} from (select ${JOB_COLUMNS}, payload from jobs where id = $1) j ${HELD_JOIN}`,
+    [jobId],
+  );
   const row = job.rows[0];
   if (!row) return null;
   const att = await db.query<AttemptRow>(

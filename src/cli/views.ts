@@ -37,14 +37,15 @@ export function jobRow(j_: object): Cell[] {
 
 export const ENDPOINT_HEADERS = ['NAME', 'STATE', 'HELD', 'OK', 'ATTEMPTS', 'LAST ERROR', 'URL'] as const;
 
-/** An endpoint: paused, or its health (failing) or circuit state, with the next probe of an open one. */
+/** An endpoint: its health word, with the circuit's state and next probe while it is not closed. */
 export function endpointRow(e_: object): Cell[] {
   const e = rec(e_);
   const circuit = obj(e['circuit']);
   const probe = str(circuit?.['next_probe_at']);
-  let state = e['paused'] === true ? 'paused' : (str(e['health']) ?? str(circuit?.['state']) ?? '-');
-  if (e['enabled'] === false) state = 'disabled';
-  if (probe && state !== 'paused') state += ` (probe ${shortTime(probe)})`;
+  const circuitState = str(circuit?.['state']);
+  // The API's one word (healthy, failing, down, paused, disabled), with an open circuit's state and next probe.
+  let state = str(e['health']) ?? (e['paused'] === true ? 'paused' : (circuitState ?? '-'));
+  if (circuitState !== undefined && circuitState !== 'closed') state += ` (${circuitState}${probe ? `, probe ${shortTime(probe)}` : ''})`;
   const attempts = typeof e['attempts'] === 'number' ? e['attempts'] : 0;
   const rate = typeof e['success_rate'] === 'number' && attempts > 0 ? `${Math.round(e['success_rate'] * 100)}%` : '-';
   return [
@@ -65,7 +66,7 @@ export function userRow(u_: object): Cell[] {
   return [str(u['name']), str(u['role']), shortTime(u['created_at']), u['revoked_at'] ? shortTime(u['revoked_at']) : null];
 }
 
-export const ALERT_HEADERS = ['ID', 'TIME', 'ACTION', 'ENDPOINT', 'DETAIL'] as const;
+export const ALERT_HEADERS = ['ID', 'TIME', 'ACTION', 'STATE', 'ENDPOINT', 'DETAIL'] as const;
 
 /** An alert: a dead letter names its job and last error; an endpoint alert its reason or error. */
 export function alertRow(a_: object): Cell[] {
@@ -73,7 +74,8 @@ export function alertRow(a_: object): Cell[] {
   const job = str(a['job_id']);
   const why = str(a['last_error']) ?? str(a['reason']) ?? str(a['message']);
   const detail = job ? `job ${job}${why ? `: ${why}` : ''}` : why;
-  return [String(a['id']), shortTime(a['created_at']), str(a['action']), str(a['endpoint']), detail];
+  const state = `${str(a['state']) ?? '-'}${a['acknowledged_at'] ? ', acked' : ''}`;
+  return [String(a['id']), shortTime(a['created_at']), str(a['action']), state, str(a['endpoint']), detail];
 }
 
 /** `status`'s database, in one line. */

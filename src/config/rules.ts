@@ -93,13 +93,14 @@ export function checkWebhook(w: unknown, add: AddIssue): void {
   const budgetMessage = (v: unknown) => `must not exceed notify.webhook.max_in_flight_total (${String(total)}), got ${String(v)}`;
   if (overBudget(w['max_in_flight'])) add(['max_in_flight'], budgetMessage(w['max_in_flight']));
   checkConnectTimeouts(w, endpoints, add);
-  // A job held by an open circuit must get at least one probe's chance before it expires.
+  // A job held by an open circuit must get at least one probe's chance before it expires: one that
+  // arrives just after a probe of a long outage waits up to cooldown_max (cooldown is at most that).
   const maxAge = num(w['max_age']);
-  const cooldown = isObject(w['circuit']) ? num(w['circuit']['cooldown']) : undefined;
-  if (maxAge !== undefined && cooldown !== undefined && maxAge < cooldown) {
+  const cooldownMax = isObject(w['circuit']) ? num(w['circuit']['cooldown_max']) : undefined;
+  if (maxAge !== undefined && cooldownMax !== undefined && maxAge < cooldownMax) {
     add(
       ['max_age'],
-      `must not be shorter than notify.webhook.circuit.cooldown (${formatDuration(cooldown)}), got ${formatDuration(maxAge)}`,
+      `must not be shorter than notify.webhook.circuit.cooldown_max (${formatDuration(cooldownMax)}), got ${formatDuration(maxAge)}`,
     );
   }
   const seen = new Map<string, number>();

@@ -86,9 +86,16 @@ const circuit = withRule(
     failure_rate: fraction().default(0.5).describe('share of failures over `window` that opens it (with min_attempts)'),
     min_attempts: int(1, 100_000).default(20).describe('attempts within `window` before failure_rate applies'),
     window: duration({ positive: true }).prefault('1m').describe('window of the failure rate'),
-    cooldown: duration({ positive: true }).prefault('30s').describe('first wait before a probe; doubles after each failed probe'),
-    cooldown_max: duration({ positive: true }).prefault('10m').describe('longest wait between probes'),
-    alert_after: duration().prefault('10m').describe('an endpoint open this long raises one alert (and one on recovery)'),
+    cooldown: duration({ positive: true }).prefault('10s').describe('first wait before a probe; doubles after each failed probe'),
+    cooldown_max: duration({ positive: true })
+      .prefault('30s')
+      .describe('longest wait between probes: a down endpoint is probed at least this often (a probe spends no attempt)'),
+    alert_after: duration()
+      .prefault('30s')
+      .describe('an endpoint open this long raises one alert (one for all its flaps), resolved once it stays closed'),
+    resolve_after: duration()
+      .prefault('30s')
+      .describe('closed this long, an opened alert resolves; an endpoint that opens again sooner counts a flap of the same alert'),
   }),
   checkCircuit,
 );

@@ -17,6 +17,9 @@ export interface Delta {
   err: string | null;
   probeJob: string | null;
   probeOk: boolean | null;
+  /** Attempts answered with a permanent failure (4xx other than 408, 425, 429), and their distinct statuses. */
+  permanent: number;
+  codes: number[];
 }
 
 export interface StateRow {
@@ -26,7 +29,10 @@ export interface StateRow {
   next_probe_ms: number | null;
   probe_deadline_ms: number | null;
   opened_ms: number | null;
+  since_ms: number;
   open_alert_id: string | null;
+  failing: boolean;
+  failing_alert_id: string | null;
   db_now_ms: number;
 }
 
@@ -37,12 +43,15 @@ export interface FlushRow {
   consecutive_failures: number;
   cooldown_ms: number | null;
   last_error: string | null;
+  failing: boolean;
+  old_failing: boolean;
 }
 
 const STATE_COLUMNS = `endpoint, circuit, paused,
   extract(epoch from next_probe_at)::float8 * 1000 as next_probe_ms,
   extract(epoch from probe_deadline)::float8 * 1000 as probe_deadline_ms,
-  extract(epoch from opened_at)::float8 * 1000 as opened_ms, open_alert_id,
+  extract(epoch from coalesce(alert_opened_at, opened_at))::float8 * 1000 as opened_ms, extract(epoch from circuit_since)::float8 * 1000 as since_ms,
+  open_alert_id, failing, failing_alert_id,
   extract(epoch from now())::float8 * 1000 as db_now_ms`;
 
 /**
@@ -50,24 +59,40 @@ const STATE_COLUMNS = `endpoint, circuit, paused,
  * order. The failure-rate window starts at a failure, so a closed endpoint that only succeeds is
  * never written; a row is written only when a value changes. It opens a closed circuit at the
  * failure threshold or rate; settles a half-open one on its probe's outcome (success: closed and
- * reset; failure: open again with the cool-down doubled up to its maximum).
+ * reset; failure: open again with the cool-down doubled up to its maximum). It also judges whether
+ * the endpoint fails (docs/operations.md#failing-endpoints): a run of attempts that starts at a
+ * permanent failure is judged once it holds circuit.min_attempts, however long that took, failing
+ * when at least half failed permanently; while failing, every run is judged, and one with fewer
+ * ends it.
  */
 const FLUSH_SQL = `with d as (
-    select * from unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::text[], $6::uuid[], $7::boolean[])
-      as d(ep, ok, bad, tail, err, probe_job, probe_ok)),
+    select d.ep, d.ok, d.bad, d.tail, d.err, d.probe_job, d.probe_ok, d.perm, string_to_array(d.codes, ',')::int[] as codes
+    from unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::text[], $6::uuid[], $7::boolean[], $16::int[], $17::text[])
+      as d(ep, ok, bad, tail, err, probe_job, probe_ok, perm, codes)),
   cur as (select s.* from endpoint_state s where s.endpoint in (select ep from d) order by s.endpoint for update),
   w as (
-    select c.*, d.ok, d.bad, d.err, d.probe_ok,
+    select c.*, d.ok, d.bad, d.err, d.probe_ok, d.perm, d.codes,
       (c.circuit = 'half_open' and d.probe_job is not null and d.probe_job = c.probe_job_id and d.probe_ok is not null) as probed,
       case when d.ok > 0 then d.tail else c.consecutive_failures + d.bad end as cf,
-      (c.window_started_at is not null and c.window_started_at > now() - $11::float8 * interval '1 millisecond') as in_window
+      (c.window_started_at is not null and c.window_started_at > now() - $11::float8 * interval '1 millisecond') as in_window,
+      (c.failing or c.fail_run_attempts > 0 or d.perm > 0) as in_run
     from cur c join d on d.ep = c.endpoint),
+  r as (
+    select w.*,
+      case when w.in_run then w.fail_run_attempts + w.ok + w.bad else 0 end as ra,
+      case when w.in_run then w.fail_run_permanent + w.perm else 0 end as rp,
+      case when w.in_run then array(select distinct x from unnest(w.fail_run_codes || w.codes) x order by x) else '{}'::int[] end as rc
+    from w),
+  f as (
+    select r.*, r.ra >= $10::int as judged,
+      case when r.ra >= $10::int then r.rp * 2 >= r.ra else r.failing end as nfail
+    from r),
   x as (
     select w.*,
       case when w.in_window then w.window_started_at when w.bad > 0 then now() end as ws,
       case when w.in_window then w.window_attempts + w.ok + w.bad when w.bad > 0 then w.ok + w.bad else 0 end as wa,
       case when w.in_window then w.window_failures + w.bad when w.bad > 0 then w.bad else 0 end as wf
-    from w),
+    from f w),
   n as (
     select x.*,
       case
@@ -86,7 +111,13 @@ const FLUSH_SQL = `with d as (
            when n.nc = 'open' and n.circuit = 'closed' then $12::int
            when n.nc = 'open' then least(coalesce(n.cooldown_ms, $12::int)::bigint * 2, $13::int)::int end as cd,
       coalesce(n.err, n.last_error) as le,
-      case when n.err is not null then now() else n.last_error_at end as lea
+      case when n.err is not null then now() else n.last_error_at end as lea,
+      n.failing as old_failing, n.nfail,
+      (n.alert_opened_at is not null and n.circuit_since > now() - $18::float8 * interval '1 millisecond') as goes_on,
+      case when n.judged then 0 else n.ra end as ra,
+      case when n.judged then 0 else n.rp end as rp,
+      case when n.judged then '{}'::int[] else n.rc end as rc,
+      case when n.judged and n.nfail then n.rc else n.failing_codes end as fcodes
     from n),
   upd as (
     update endpoint_state s set
@@ -99,13 +130,30 @@ const FLUSH_SQL = `with d as (
       probe_job_id = case when v.nc = 'half_open' then s.probe_job_id end,
       probe_deadline = case when v.nc = 'half_open' then s.probe_deadline end,
       consecutive_failures = v.cf, window_started_at = v.ws, window_attempts = v.wa, window_failures = v.wf,
-      last_error = v.le, last_error_at = v.lea, updated_at = now()
+      last_error = v.le, last_error_at = v.lea,
+      -- An outage for its alert: one that opens again within resolve_after of closing goes on (a flap),
+      -- with its start, its flaps, and the deliveries held at each close.
+      alert_opened_at = case when v.nc = 'open' and v.old_circuit = 'closed'
+                             then case when v.goes_on then s.alert_opened_at else now() end else s.alert_opened_at end,
+      alert_flaps = case when v.nc = 'open' and v.old_circuit = 'closed'
+                         then case when v.goes_on then s.alert_flaps + 1 else 0 end else s.alert_flaps end,
+      alert_held = case when v.nc = 'open' and v.old_circuit = 'closed' and not v.goes_on then 0
+                        when v.nc = 'closed' and v.old_circuit <> 'closed'
+                        then s.alert_held + (select count(*)::int from (select 1 from job_queue j
+                               where j.status = 'pending' and j.endpoint = s.endpoint and j.run_at <= now() limit 100000) h)
+                        else s.alert_held end,
+      fail_run_attempts = v.ra, fail_run_permanent = v.rp, fail_run_codes = v.rc, failing = v.nfail, failing_codes = v.fcodes,
+      failing_since = case when v.nfail and not v.old_failing then now() when v.nfail then s.failing_since end,
+      failing_dead = case when v.nfail and not v.old_failing then 0 else s.failing_dead end,
+      updated_at = now()
     from v
     where s.endpoint = v.endpoint
-      and (v.nc, v.cf, v.ws, v.wa, v.wf, v.cd, v.le, v.lea) is distinct from
-          (s.circuit, s.consecutive_failures, s.window_started_at, s.window_attempts, s.window_failures, s.cooldown_ms, s.last_error, s.last_error_at)
-    returning s.endpoint, v.old_circuit, s.circuit, s.consecutive_failures, s.cooldown_ms, s.last_error)
-  select upd.*, case when upd.circuit <> upd.old_circuit then pg_notify($14::text, upd.endpoint) end is null as _n from upd`;
+      and (v.nc, v.cf, v.ws, v.wa, v.wf, v.cd, v.le, v.lea, v.ra, v.rp, v.rc, v.nfail) is distinct from
+          (s.circuit, s.consecutive_failures, s.window_started_at, s.window_attempts, s.window_failures, s.cooldown_ms, s.last_error,
+           s.last_error_at, s.fail_run_attempts, s.fail_run_permanent, s.fail_run_codes, s.failing)
+    returning s.endpoint, v.old_circuit, s.circuit, s.consecutive_failures, s.cooldown_ms, s.last_error, s.failing, v.old_failing)
+  select upd.*, case when upd.circuit <> upd.old_circuit or upd.failing <> upd.old_failing then pg_notify($14::text, upd.endpoint) end is null as _n
+  from upd`;
 
 /** Durations as int4 milliseconds, as the state row stores them. */
 const ms = (v: number): number => Math.min(v, 2 ** 31 - 1);
@@ -118,10 +166,11 @@ export async function ensureStateRows(db: Queryable, names: readonly string[]): 
   ]);
 }
 
-/** The rows that hold jobs or owe an alert. */
+/** The rows that hold jobs, fail, or owe an alert. */
 export async function readHoldingStates(db: Queryable): Promise<StateRow[]> {
   const res = await db.query<StateRow>(
-    `select ${STATE_COLUMNS} from endpoint_state where circuit <> 'closed' or paused or open_alert_id is not null`,
+    `select ${STATE_COLUMNS} from endpoint_state
+     where circuit <> 'closed' or paused or open_alert_id is not null or failing or failing_alert_id is not null`,
   );
   return res.rows;
 }
@@ -152,6 +201,9 @@ export async function writeOutcomes(
       ms(c.cooldown_max),
       channel,
       c.enabled,
+      batch.map(([, d]) => d.permanent),
+      batch.map(([, d]) => d.codes.join(',')),
+      c.resolve_after,
     ],
   });
   return res.rows;

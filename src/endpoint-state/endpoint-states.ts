@@ -5,7 +5,7 @@ import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ClaimedJob, JobOutcome } from '../queue/types.js';
 import { WEBHOOK_JOB } from '../webhook/job.js';
-import { raiseOwedAlerts } from './alerts.js';
+import { alertDueAt, raiseOwedAlerts } from './alerts.js';
 import { closeAllCircuits, ensureStateRows, readHoldingStates, writeOutcomes, type FlushRow } from './circuit-rows.js';
 import { PendingOutcomes } from './pending-outcomes.js';
 import { Probes, type ProbeRunner } from './probes.js';
@@ -39,9 +39,9 @@ export interface EndpointStatesOptions {
  *   every 100 ms, at once when a probe settles or this process alone has seen the failure
  *   threshold, which also holds the endpoint here until the row says what it is;
  * - a tick that claims a probe for an open endpoint whose cool-down is over and sends a half-open
- *   circuit whose probe outlived its deadline back to open (probes.ts), and raises the "open too
- *   long" and recovery alerts (alerts.ts), each exactly once across processes (the row lock
- *   decides who raises it).
+ *   circuit whose probe outlived its deadline back to open (probes.ts), and raises the circuit's
+ *   and the failing endpoint's alerts and their resolutions (alerts.ts), each exactly once across
+ *   processes (the row lock decides who raises it).
  */
 export class EndpointStates {
   private cache = new Map<string, CachedState>();
@@ -53,7 +53,8 @@ export class EndpointStates {
   private timer: NodeJS.Timeout | null = null;
   private flushTimer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
-  private ticking = false;
+  /** The tick running now, if any. */
+  private ticking: Promise<void> | null = null;
   private lastRefresh = -Infinity;
   private refreshWanted = true;
   private stopped = false;
@@ -210,6 +211,15 @@ export class EndpointStates {
     this.outcomes.written(batch);
     let changed = false;
     for (const r of rows) {
+      if (r.failing !== r.old_failing) {
+        changed = true;
+        this.opts.log.warn(
+          { event: r.failing ? 'endpoint.failing' : 'endpoint.failing_ended', endpoint: r.endpoint },
+          r.failing
+            ? `endpoint ${r.endpoint}: at least half of its recent deliveries failed permanently`
+            : `endpoint ${r.endpoint}: no longer failing`,
+        );
+      }
       if (r.circuit === r.old_circuit) continue;
       changed = true;
       const base = { endpoint: r.endpoint, from: r.old_circuit, to: r.circuit };
@@ -237,7 +247,7 @@ export class EndpointStates {
   /** What a flush just changed, before the next read of the table confirms it. */
   private applyLocally(endpoint: string, circuit: CircuitState): void {
     const prev = this.cache.get(endpoint);
-    if (circuit === 'closed' && prev && !prev.paused && prev.openAlertId === null) {
+    if (circuit === 'closed' && prev && !prev.paused && prev.openAlertId === null && !prev.failing && prev.failingAlertId === null) {
       this.cache.delete(endpoint);
     } else {
       this.cache.set(endpoint, {
@@ -246,7 +256,10 @@ export class EndpointStates {
         nextProbeAt: prev?.nextProbeAt ?? null,
         probeDeadline: null,
         openedAt: prev?.openedAt ?? null,
+        circuitSince: Date.now(),
         openAlertId: prev?.openAlertId ?? null,
+        failing: prev?.failing ?? false,
+        failingAlertId: prev?.failingAlertId ?? null,
       });
     }
     // A closed circuit frees its backlog; an open one frees nothing but is cheap to tell.
@@ -268,7 +281,10 @@ export class EndpointStates {
         nextProbeAt: local(r.next_probe_ms, r.db_now_ms),
         probeDeadline: local(r.probe_deadline_ms, r.db_now_ms),
         openedAt: local(r.opened_ms, r.db_now_ms),
+        circuitSince: local(r.since_ms, r.db_now_ms),
         openAlertId: r.open_alert_id === null ? null : Number(r.open_alert_id),
+        failing: r.failing,
+        failingAlertId: r.failing_alert_id === null ? null : Number(r.failing_alert_id),
       });
     }
     const freed = [...this.cache].some(([ep, s]) => isHolding(s) && !isHolding(next.get(ep)));
@@ -279,22 +295,34 @@ export class EndpointStates {
     if (freed || held) this.runner?.wake(freed);
   }
 
-  private async tick(): Promise<void> {
+  /**
+   * Resolves once no tick and no flush is running (what either started is written): a test on a
+   * fake clock waits for it after each step, since their statements run on the real one.
+   */
+  async settled(): Promise<void> {
+    while (this.ticking || this.flushing) await Promise.all([this.ticking, this.flushing]);
+  }
+
+  private tick(): Promise<void> {
     this.timer = null;
-    if (this.stopped || this.ticking) return;
-    this.ticking = true;
+    if (this.stopped || this.ticking) return this.ticking ?? Promise.resolve();
+    this.ticking = this.turn().finally(() => {
+      this.ticking = null;
+      this.schedule(this.nextTickIn());
+    });
+    return this.ticking;
+  }
+
+  private async turn(): Promise<void> {
     try {
       if (this.refreshWanted || Date.now() - this.lastRefresh >= this.refreshMs) await this.refresh();
       await this.ensureRows();
       if (this.circuitOn && this.runner) await this.probes.claimDue(this.cache, this.opts.endpoints(), this.runner);
       if (await this.probes.expireLate(this.cache)) await this.refresh();
-      if (await raiseOwedAlerts(this.opts.pool, this.opts.alertsChannel, this.cache, this.opts.circuit.alert_after, this.opts.log))
+      if (await raiseOwedAlerts(this.opts.pool, this.opts.alertsChannel, this.cache, this.opts.circuit, this.opts.log))
         await this.refresh();
     } catch (err) {
       this.opts.log.warn({ event: 'endpoint.state_read_error', err: coerceError(err).message }, 'reading endpoint state failed; retrying');
-    } finally {
-      this.ticking = false;
-      this.schedule(this.nextTickIn());
     }
   }
 
@@ -305,8 +333,8 @@ export class EndpointStates {
     for (const s of this.cache.values()) {
       if (s.circuit === 'open' && !s.paused && s.nextProbeAt !== null) at = Math.min(at, s.nextProbeAt);
       if (s.circuit === 'half_open' && s.probeDeadline !== null) at = Math.min(at, s.probeDeadline);
-      if (s.circuit !== 'closed' && s.openAlertId === null && s.openedAt !== null)
-        at = Math.min(at, s.openedAt + this.opts.circuit.alert_after);
+      const owed = alertDueAt(s, this.opts.circuit);
+      if (owed !== null) at = Math.min(at, owed);
     }
     return Math.max(10, at - now + 5);
   }

@@ -2,7 +2,7 @@ import { iso, requireEndpoint } from '../admin/params.js';
 import { redactUrl, type Endpoint, type Scheme } from '../config/index.js';
 import type { Queryable } from '../db/pool.js';
 import { badField } from '../errors.js';
-import type { CircuitState } from './types.js';
+import type { CircuitState, HealthWord } from './types.js';
 import { deliveryHealth } from '../history/stats.js';
 
 /**
@@ -25,6 +25,9 @@ export interface EndpointStateView {
   last_error_at: Date | null;
   /** Due pending jobs held back (open, half-open, paused or disabled), counted up to the cap; 0 otherwise. */
   held_jobs: number;
+  failing: boolean;
+  failing_since: Date | null;
+  failing_codes: number[];
 }
 
 /** Held jobs are counted up to this many per endpoint: a bounded read of the due index, like acw_queue_depth. */
@@ -43,6 +46,9 @@ interface StateRow {
   paused_at: Date | null;
   paused_by: string | null;
   held_jobs: number;
+  failing: boolean | null;
+  failing_since: Date | null;
+  failing_codes: number[] | null;
 }
 
 /**
@@ -58,7 +64,7 @@ export async function readEndpointStates(
   const res = await db.query<StateRow>({
     name: 'acw_endpoint_states',
     text: `select e.name as endpoint, s.circuit, s.circuit_since, s.opened_at, s.next_probe_at, s.consecutive_failures,
-         s.last_error, s.last_error_at, s.paused, s.paused_at, s.paused_by,
+         s.last_error, s.last_error_at, s.paused, s.paused_at, s.paused_by, s.failing, s.failing_since, s.failing_codes,
          case when coalesce(s.circuit, 'closed') <> 'closed' or coalesce(s.paused, false) or not e.enabled
            then (select count(*)::int from (select 1 from job_queue j
                   where j.status = 'pending' and j.endpoint = e.name and j.run_at <= now() limit $3) h)
@@ -82,9 +88,25 @@ export async function readEndpointStates(
         last_error: r.last_error,
         last_error_at: r.last_error_at,
         held_jobs: r.held_jobs,
+        failing: r.failing ?? false,
+        failing_since: r.failing_since,
+        failing_codes: r.failing_codes ?? [],
       },
     ]),
   );
+}
+
+/**
+ * One word for an endpoint's state, the most pressing first: `disabled` (in config), `paused`,
+ * `down` (its circuit is not closed), `failing` (at least half of its recent deliveries failed
+ * permanently: docs/operations.md#failing-endpoints), else `healthy`.
+ */
+
+function healthWord(enabled: boolean, st: EndpointStateView | undefined): HealthWord {
+  if (!enabled) return 'disabled';
+  if (st?.paused) return 'paused';
+  if (st && st.circuit !== 'closed') return 'down';
+  return st?.failing ? 'failing' : 'healthy';
 }
 
 /** Endpoints as operators see them: config (URL shown, secret never) and recent delivery health. */
@@ -136,6 +158,9 @@ export interface EndpointHealth {
   in_flight: number | null;
   /** Due pending jobs held back because the endpoint is open, half-open, paused or disabled (up to 100,000). */
   held_jobs: number;
+  health: HealthWord;
+  /** Failing since when, with the statuses of the run that made it so; null while not failing. */
+  failing: { since: string | null; status_codes: number[] } | null;
 }
 
 /** What only the process answering knows: its adaptive limits and in-flight deliveries. */
@@ -207,6 +232,8 @@ export async function endpointHealth(
       adaptive_limit: caps?.get(e.name) ?? null,
       in_flight: local.inFlightFor ? local.inFlightFor(e.name) : null,
       held_jobs: st?.held_jobs ?? 0,
+      health: healthWord(e.enabled, st),
+      failing: st?.failing ? { since: iso(st.failing_since), status_codes: st.failing_codes } : null,
     };
   });
 }

@@ -31,7 +31,21 @@ export class PendingOutcomes {
    * probe that said nothing still leaves its endpoint's delta in place, so it is flushed).
    */
   add(endpoint: string, signal: 'failure' | 'success' | null, outcome: JobOutcome, probeJob: string | null): void {
-    const d = this.deltas.get(endpoint) ?? { ok: 0, bad: 0, trailing: 0, err: null, probeJob: null, probeOk: null };
+    const d = this.deltas.get(endpoint) ?? {
+      ok: 0,
+      bad: 0,
+      trailing: 0,
+      err: null,
+      probeJob: null,
+      probeOk: null,
+      permanent: 0,
+      codes: [],
+    };
+    const code = permanentStatus(outcome);
+    if (code !== null) {
+      d.permanent++;
+      if (!d.codes.includes(code)) d.codes.push(code);
+    }
     if (signal === 'success') {
       d.ok++;
       d.trailing = 0;
@@ -86,5 +100,17 @@ export class PendingOutcomes {
     cur.err ??= d.err;
     cur.probeJob ??= d.probeJob;
     cur.probeOk ??= d.probeOk;
+    cur.permanent += d.permanent;
+    for (const c of d.codes) if (!cur.codes.includes(c)) cur.codes.push(c);
   }
+}
+
+/** Answers that say the receiver refuses this request for good, not that it is busy or down (docs/operations.md#failing-endpoints). */
+const NOT_PERMANENT = new Set([408, 425, 429]);
+
+/** The status of an attempt answered with a permanent failure (4xx other than 408, 425 and 429); null for any other. */
+export function permanentStatus(outcome: JobOutcome): number | null {
+  const a = outcome.attempt;
+  if (!a || a.aborted || a.statusCode === null) return null;
+  return a.statusCode >= 400 && a.statusCode < 500 && !NOT_PERMANENT.has(a.statusCode) ? a.statusCode : null;
 }

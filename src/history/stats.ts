@@ -1,10 +1,12 @@
 import type { Queryable } from '../db/pool.js';
 import { DURATION_BUCKETS } from '../queue/attempt-rows.js';
+import { FOLDED, TOTAL } from './stats-rollup.js';
 
 /**
  * The operator reads that summarise history (GET /v1/stats, GET /v1/endpoints), bounded whatever
  * its size: they add up the per-minute counters that the outcome statements keep (delivery_stats,
- * job_counts) and count live jobs only up to a cap, past which they estimate.
+ * job_counts), folded once a minute is over (stats-rollup.ts: a day of charts is 1,440 rows, a day
+ * of an endpoint's health as many), and count live jobs only up to a cap, past which they estimate.
  */
 
 /** Exact counts up to this many; past it, an estimate from the table statistics. */
@@ -43,8 +45,9 @@ export async function queueCounts(db: Queryable): Promise<QueueCounts> {
         (select greatest(reltuples, 0)::float8 from pg_class where oid = 'job_queue'::regclass) as live_est,
         (select coalesce(sum(greatest(c.reltuples, 0)), 0)::float8 from pg_inherits i join pg_class c on c.oid = i.inhrelid
           where i.inhparent = 'job_history_dead'::regclass) as dead_est,
-        (select coalesce(sum(completed), 0)::int from job_counts where minute > now() - interval '24 hours') as completed_24h,
-        (select coalesce(sum(cancelled), 0)::int from job_counts where minute > now() - interval '24 hours') as cancelled_24h`,
+        jc.completed_24h, jc.cancelled_24h
+      from (select coalesce(sum(completed), 0)::int as completed_24h, coalesce(sum(cancelled), 0)::int as cancelled_24h
+              from job_counts where minute > now() - interval '24 hours') jc`,
     values: [EXACT_UP_TO + 1],
   });
   const r = res.rows[0]!;
@@ -69,7 +72,12 @@ export async function queueCounts(db: Queryable): Promise<QueueCounts> {
   };
 }
 
-/** Attempts per time bucket (ok: 2xx; failed: the rest, aborted ones aside) over the last `windowMs`. */
+/**
+ * Attempts per time bucket (ok: 2xx; failed: the rest, aborted ones aside) over the last `windowMs`:
+ * each minute's TOTAL row (every endpoint's folded counts) plus the slot rows not folded yet. The
+ * two halves are apart so that each slot test is a condition on the index, checked before any row
+ * is read.
+ */
 export async function deliveryBuckets(
   db: Queryable,
   windowMs: number,
@@ -77,7 +85,9 @@ export async function deliveryBuckets(
 ): Promise<Array<{ at: Date; ok: number; failed: number }>> {
   const res = await db.query<{ at: Date; ok: string; failed: string }>(
     `select date_bin($2 * interval '1 second', minute, timestamptz 'epoch') as at, sum(ok)::text as ok, sum(failed)::text as failed
-     from delivery_stats where minute > now() - $1 * interval '1 millisecond'
+     from (select minute, ok, failed from delivery_stats where minute > now() - $1 * interval '1 millisecond' and slot = ${TOTAL}
+           union all
+           select minute, ok, failed from delivery_stats where minute > now() - $1 * interval '1 millisecond' and slot >= 0) c
      group by 1 order by 1`,
     [windowMs, bucketS],
   );
@@ -95,7 +105,8 @@ export interface DeliveryHealth {
 }
 
 /**
- * Each endpoint's attempts over the last `windowMinutes` whole minutes: how many, the share
+ * Each endpoint's attempts over the last `windowMinutes` whole minutes (its FOLDED rows and the
+ * slot rows not folded yet): how many, the share
  * answered 2xx, the duration percentiles (from the power-of-two buckets, interpolated within one),
  * the newest attempt and the newest error. Endpoints with no attempt are absent.
  */
@@ -115,7 +126,8 @@ export async function deliveryHealth(
   }>(
     `with w as (
        select * from delivery_stats
-       where endpoint = any($1::text[]) and minute >= date_bin('1 minute', now(), timestamptz 'epoch') - ($2 - 1) * interval '1 minute'),
+       where endpoint = any($1::text[]) and minute >= date_bin('1 minute', now(), timestamptz 'epoch') - ($2 - 1) * interval '1 minute'
+         and slot >= ${FOLDED}),
      b as (
        select endpoint, array_agg(n order by k) as buckets from (
          select w.endpoint, u.k, sum(u.n)::int as n from w cross join lateral unnest(w.buckets) with ordinality u(n, k)

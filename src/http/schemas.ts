@@ -78,6 +78,13 @@ export const alertsQuery = z.strictObject({
   limit: intParam(1, 500).optional(),
   cursor: cursor.optional(),
   action: alertAction.optional(),
+  state: z.enum(['open', 'resolved'], { error: 'expected open or resolved' }).optional(),
+  acknowledged: boolParam.optional(),
+});
+export const alertParams = z.strictObject({ id: idParam });
+export const ackAlertsBody = z.strictObject({
+  up_to: z.int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
+  action: alertAction.optional(),
 });
 
 /** `since`: an RFC 3339 instant, or a Go-style duration meaning that long ago ("1h"). */

@@ -6,7 +6,9 @@ import { WEBHOOK_JOB } from './job.js';
  * The dead-letter safety net (docs/operations.md#dead-letter), run by the queue inside the transaction that
  * moved the jobs to dead and only for rows that transaction changed: one audit_log row per job,
  * one inbox message per admin, and a NOTIFY on the alerts channel carrying the newest audit
- * id. The rows are the exactly-once record; the NOTIFY only wakes listeners.
+ * id. The rows are the exactly-once record; the NOTIFY only wakes listeners. While an endpoint is
+ * failing, its dead jobs send no inbox message each: they are counted, and the alert that ends it
+ * says how many.
  */
 function topicOf(j: DeadJob): string | null {
   const p = j.payload as { topic?: unknown } | null;
@@ -27,11 +29,22 @@ export function deadLetterHook(alertsChannel: string): DeadHook {
                               'attempts', j.attempts, 'reason', j.reason, 'last_error', j.last_error)
          from j
          returning id, details),
+       -- Endpoints failing now (docs/operations.md#failing-endpoints), locked in name order: their
+       -- dead jobs are counted for the summary that ends it, and send no message each.
+       f as (
+         select s.endpoint from endpoint_state s where s.failing and s.endpoint in (select endpoint from j)
+         order by s.endpoint for update),
+       c as (
+         update endpoint_state s set failing_dead = s.failing_dead + k.n
+         from (select j.endpoint, count(*)::int as n from j join f on f.endpoint = j.endpoint group by j.endpoint) k
+         where s.endpoint = k.endpoint),
        n as (
          insert into notifications (user_id, topic, data, event_id)
          select u.id, case when a.details->>'type' = $9 then 'webhook.dead_letter' else 'job.dead_letter' end,
            a.details || jsonb_build_object('audit_id', a.id), (a.details->>'event_id')::uuid
-         from a cross join users u where u.role = 'admin' and u.revoked_at is null)
+         from a cross join users u
+         where u.role = 'admin' and u.revoked_at is null
+           and (a.details->>'endpoint' is null or a.details->>'endpoint' not in (select endpoint from f)))
        select pg_notify($10, max(id)::text) from a`,
       [
         jobs.map((j) => j.id),

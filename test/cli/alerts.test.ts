@@ -129,4 +129,27 @@ describe('acw-webhooks alerts --action', () => {
     expect(printed(p).map((a) => a.id)).toEqual([old, expect.any(Number), last]);
     expect(await p.stop()).toBe(0);
   });
+
+  it('--ack ID and --ack-all acknowledge; --state lists open or resolved; a condition that lasts stays open', async () => {
+    const opened = await raise('endpoint.circuit_opened');
+    await deadLetter();
+    const expired = await raise('endpoint.expired');
+    const one = await cli('alerts', '--ack', String(expired));
+    expect(one.code).toBe(0);
+    expect(lines(one.stdout)).toEqual([
+      expect.objectContaining({ id: expired, state: 'resolved', acknowledged_by: expect.stringMatching(/^cli:/) }),
+    ]);
+    const all = await cli('alerts', '--ack-all');
+    expect(lines(all.stdout)).toEqual([{ acknowledged: 2, up_to: expired }]);
+    // Acknowledged, the circuit alert stays open: its circuit has not closed.
+    const open = await cli('alerts', '--state', 'open');
+    expect(lines(open.stdout).map((a) => [a.id, a.state, typeof a.acknowledged_at])).toEqual([[opened, 'open', 'string']]);
+    expect(lines((await cli('alerts', '--state', 'resolved')).stdout)).toHaveLength(2);
+    expect(await cli('alerts', '--ack', 'x')).toMatchObject({ code: 2, stderr: expect.stringMatching(/^--ack: expected an alert id/) });
+    expect(await cli('alerts', '--state', 'shut')).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/^--state: expected open or resolved/),
+    });
+    expect((await cli('alerts', '--ack', '999999')).code).not.toBe(0);
+  });
 });

@@ -73,15 +73,15 @@ describe('on a terminal', () => {
   });
 
   it('alerts: "no alerts" when there are none, exit 0; then a row naming the job and its error', async () => {
-    await db.pool.query('truncate audit_log');
+    await db.pool.query('truncate audit_log cascade');
     expect(await onTerminal('alerts')).toEqual({ code: 0, stdout: 'no alerts\n', stderr: '' });
     expect((await piped('alerts')).stdout).toBe('');
     await db.pool.query(`insert into audit_log (action, actor, details) values ('webhook.dead_letter', 'system', $1)`, [
       { job_id: 'j-1', endpoint: 'default', last_error: 'HTTP 410' },
     ]);
     const lines = (await onTerminal('alerts')).stdout.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^ID\s+TIME\s+ACTION\s+ENDPOINT\s+DETAIL$/);
-    expect(lines[1]).toMatch(/^\d+\s+\S+ \S+Z\s+webhook\.dead_letter\s+default\s+job j-1: HTTP 410$/);
+    expect(lines[0]).toMatch(/^ID\s+TIME\s+ACTION\s+STATE\s+ENDPOINT\s+DETAIL$/);
+    expect(lines[1]).toMatch(/^\d+\s+\S+ \S+Z\s+webhook\.dead_letter\s+open\s+default\s+job j-1: HTTP 410$/);
   });
 
   it('jobs list and endpoints list: tables, a long error cut at the width', async () => {
@@ -93,7 +93,7 @@ describe('on a terminal', () => {
     expect(row).toHaveLength(COLUMNS);
     const eps = (await onTerminal('endpoints', 'list')).stdout.trimEnd().split('\n');
     expect(eps[0]).toMatch(/^NAME\s+STATE\s+HELD\s+OK\s+ATTEMPTS\s+LAST ERROR\s+URL$/);
-    expect(eps[1]).toMatch(/^default\s+closed\s+0\s+-\s+0 in 60m\s+-\s+http:\/\/127\.0\.0\.1:9\/hook$/);
+    expect(eps[1]).toMatch(/^default\s+healthy\s+0\s+-\s+0 in 60m\s+-\s+http:\/\/127\.0\.0\.1:9\/hook$/);
   });
 
   it('jobs redrive --dry-run says so, and changes nothing; piped, its JSON line carries dry_run: true', async () => {

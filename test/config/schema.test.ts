@@ -73,9 +73,10 @@ describe('defaults', () => {
             failure_rate: 0.5,
             min_attempts: 20,
             window: 60_000,
-            cooldown: 30_000,
-            cooldown_max: 600_000,
-            alert_after: 600_000,
+            cooldown: 10_000,
+            cooldown_max: 30_000,
+            alert_after: 30_000,
+            resolve_after: 30_000,
           },
           max_age: 259_200_000,
           service_endpoints: { topics: [] },
@@ -240,10 +241,14 @@ describe('cross-field rules', () => {
       'notify.webhook.circuit.failure_threshold: expected an integer from 1 to 100000, got -3',
     ]);
     expect(issuesOf(webhook({ circuit: { cooldown: '20m' } }))).toEqual([
-      'notify.webhook.circuit.cooldown: must not exceed notify.webhook.circuit.cooldown_max (10m), got 20m',
+      'notify.webhook.circuit.cooldown: must not exceed notify.webhook.circuit.cooldown_max (30s), got 20m',
     ]);
     expect(issuesOf(webhook({ max_age: '10s' }))).toEqual([
-      'notify.webhook.max_age: must not be shorter than notify.webhook.circuit.cooldown (30s), got 10s',
+      'notify.webhook.max_age: must not be shorter than notify.webhook.circuit.cooldown_max (30s), got 10s',
+    ]);
+    // The bound is the longest wait between probes, not the first one.
+    expect(issuesOf(webhook({ max_age: '5m', circuit: { cooldown_max: '10m' } }))).toEqual([
+      'notify.webhook.max_age: must not be shorter than notify.webhook.circuit.cooldown_max (10m), got 5m',
     ]);
     for (const bad of ['20', '20/h', '0/s', '-1/s', 'fast', 20]) {
       expect(issuesOf(webhook({ endpoints: [{ name: 'a', url: 'https://h.example.com', secret: SECRET, rate_limit: bad }] }))).toEqual([

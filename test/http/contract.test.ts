@@ -3,6 +3,7 @@
 // test server's hooks (test/helpers/contract.ts); a deliberately wrong answer fails its test.
 import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from 'vitest';
 import type { SecretCodec } from '../../src/endpoints/store.js';
+import { raiseEndpointAlert } from '../../src/endpoint-state/alerts.js';
 import { ApiError } from '../../src/errors.js';
 import { errorStatuses } from '../../src/http/contract/errors.js';
 import { ROUTES, type OperationId } from '../../src/http/contract/routes.js';
@@ -134,6 +135,12 @@ describe('every operation', () => {
     await hit('markNotificationRead', 'POST', '/v1/notifications/999999/read', as(admin));
     await hit('listAlerts', 'GET', '/v1/alerts', as(admin));
     await hit('listAlerts', 'GET', '/v1/alerts?action=nope', as(admin));
+    await raiseEndpointAlert(db.pool, api.svc.channels.alerts, { action: 'endpoint.expired', endpoint: 'gone', details: { count: 1 } });
+    const alerts = await hit('listAlerts', 'GET', '/v1/alerts?state=open&acknowledged=false', as(admin));
+    await hit('acknowledgeAlert', 'POST', `/v1/alerts/${String(alerts.body.items[0]?.id)}/ack`, as(admin));
+    await hit('acknowledgeAlert', 'POST', '/v1/alerts/999999/ack', as(admin));
+    await hit('acknowledgeAlerts', 'POST', '/v1/alerts/ack', as(admin, { body: { action: 'webhook.dead_letter' } }));
+    await hit('acknowledgeAlerts', 'POST', '/v1/alerts/ack', as(admin, { body: { up_to: -1 } }));
     await hit('streamAlerts', 'GET', '/v1/alerts/stream?action=nope', as(admin));
     // The stream's 200 hijacks the reply: read its head and hang up.
     const ctl = new AbortController();

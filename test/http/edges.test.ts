@@ -100,7 +100,9 @@ describe('POST /v1/notify Idempotency-Key', () => {
 
 /** A route's path with its parameters filled in. */
 const fill = (url: string): string =>
-  url.replace(':id', url.startsWith('/v1/notifications') ? '1' : '00000000-0000-4000-8000-000000000001').replace(':name', 'default');
+  url
+    .replace(':id', url.startsWith('/v1/notifications') || url.startsWith('/v1/alerts') ? '1' : '00000000-0000-4000-8000-000000000001')
+    .replace(':name', 'default');
 
 describe('query parameters', () => {
   it('are refused on every /v1 route that takes none, POST, PATCH and DELETE as much as GET, naming the parameter', async () => {

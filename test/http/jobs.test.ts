@@ -88,6 +88,7 @@ describe('GET /v1/jobs', () => {
         'created_at',
         'endpoint',
         'event_id',
+        'held',
         'id',
         'last_error',
         'max_attempts',

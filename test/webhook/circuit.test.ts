@@ -132,8 +132,8 @@ describe('circuit breaker', () => {
         webhook: {
           max_in_flight: inFlight,
           // Cool-downs end when the test says so (endCooldown): 20 of them without waiting 20 timers out.
-          circuit: { failure_threshold: threshold, cooldown: '1h', cooldown_max: '2h', alert_after: '1s' },
-          max_age: '1h',
+          circuit: { failure_threshold: threshold, cooldown: '1h', cooldown_max: '2h', alert_after: '1s', resolve_after: '100ms' },
+          max_age: '2h',
           endpoints: [{ name: 'down', url: `http://127.0.0.1:${port}/hook`, secret: SECRET, topics: ['*'], timeout: '2s' }],
         },
       },
@@ -436,7 +436,7 @@ describe('circuit breaker', () => {
     const api = await startApi(db, {
       notify: {
         webhook: {
-          circuit: { cooldown: '100ms' },
+          circuit: { cooldown: '100ms', cooldown_max: '1s' },
           max_age: '5s',
           endpoints: [{ name: 'aged', url: `${rx.url}/aged`, secret: SECRET, topics: ['*'] }],
         },

@@ -2,7 +2,6 @@
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Webhook } from 'standardwebhooks';
-import type { Agent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyWebhook } from '../../src/verify.js';
 import { createDeliveryAgent, sendWebhook } from '../../src/webhook/send.js';
@@ -15,15 +14,12 @@ const ACW_SECRET = 'interop-acw-secret-🔑';
 const WHSEC = `whsec_${Buffer.from('interop-standard-key-0123456789').toString('base64')}`;
 const JOB = '9a0e6f0c-5b7d-4f2e-8c1a-2b3c4d5e6f70';
 
-let agent: Agent;
 let receiver: Receiver;
 beforeAll(async () => {
-  agent = createDeliveryAgent();
   receiver = await startReceiver();
 });
 afterAll(async () => {
   await receiver.close();
-  await agent.close();
 });
 
 /** One real delivery through sendWebhook; returns what the receiver got. */
@@ -44,7 +40,12 @@ async function deliver(scheme: SignatureScheme): Promise<ReceivedRequest> {
     extra: { 'X-Tenant': 'acme' },
   });
   const before = receiver.requests.length;
-  const res = await sendWebhook({ agent, url: `${receiver.url}/hooks`, headers, body, timeoutMs: 5_000 });
+  // A connection of its own for each delivery: the Python checks block this process (and the
+  // receiver in it) for seconds on a busy machine, long enough for the receiver to close an idle
+  // kept-alive connection just as the next delivery is written to it (ECONNRESET). The subject
+  // here is the signature, not connection reuse (test/webhook/send-receiver.test.ts covers that).
+  const agent = createDeliveryAgent();
+  const res = await sendWebhook({ agent, url: `${receiver.url}/hooks`, headers, body, timeoutMs: 5_000 }).finally(() => agent.close());
   expect(res.outcome).toEqual({ kind: 'delivered', status: 200 });
   const got = receiver.requests[before];
   if (!got) throw new Error('receiver saw no request');

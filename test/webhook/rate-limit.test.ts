@@ -27,7 +27,7 @@ const deliveries = (name: string, n: number) =>
   }));
 
 describe('rate limit', () => {
-  it('20/s holds across two processes: over 10 s after the first second, between 0.8·N·T and N·T + burst', async () => {
+  it('20/s holds across two processes: never ahead of burst + N·t since the enqueue, at least 0.8·N·T over 10 s', async () => {
     const rx = await startReceiver();
     const rate = 20;
     const cfg = {
@@ -43,6 +43,7 @@ describe('rate limit', () => {
     const a = await startTestService(db, cfg);
     const b = await startTestService(db, cfg);
     try {
+      const enqueuedAt = Date.now();
       await enqueueJobs(db.pool, [...deliveries('limited', 300), ...deliveries('free', 200)], a.svc.channels.jobs);
       const limited = () => rx.requests.filter((r) => r.url === '/limited');
       // The unlimited endpoint is not held back by its neighbour's limit.
@@ -52,7 +53,15 @@ describe('rate limit', () => {
       const t0 = Math.min(...times);
       const inWindow = times.filter((t) => t >= t0 + 1_000 && t < t0 + 11_000).length;
       const burst = rate;
-      expect(inWindow).toBeLessThanOrEqual(rate * 10 + burst);
+      // The bucket is spent at claim, and a delivery arrives some time after its claim: on a busy
+      // machine claims of one second can arrive together in the next, so no upper bound holds on
+      // arrivals within a window. One does from the enqueue on: by the k-th arrival at most burst
+      // + rate·(time since enqueue) tokens were spent (a delay only makes the arrival later).
+      const ahead = times
+        .toSorted((x, y) => x - y)
+        .map((t, i) => ({ k: i + 1, allowed: Math.floor(burst + (rate * (t - enqueuedAt)) / 1_000) + 1 }))
+        .filter((arrival) => arrival.k > arrival.allowed);
+      expect(ahead.slice(0, 3)).toEqual([]);
       expect(inWindow).toBeGreaterThanOrEqual(0.8 * rate * 10);
       console.log(`rate limit ${rate}/s over 10 s: ${inWindow} deliveries (bounds ${0.8 * rate * 10}..${rate * 10 + burst})`);
       const attempts = await db.pool.query<{ n: number }>(`select count(*)::int as n from webhook_attempts where endpoint = 'limited'`);

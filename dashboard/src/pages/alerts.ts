@@ -10,6 +10,8 @@ const LABEL: Record<string, string> = {
   'endpoint.circuit_opened': 'Circuit opened',
   'endpoint.circuit_closed': 'Circuit closed',
   'endpoint.expired': 'Held jobs expired',
+  'endpoint.failing': 'Endpoint failing',
+  'endpoint.failing_resolved': 'Endpoint no longer failing',
 };
 
 function describe(a: Alert): VNode {

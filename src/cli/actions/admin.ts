@@ -12,7 +12,8 @@ import {
   retryJob,
   revokeUser,
 } from '../../admin/index.js';
-import { parseAlertActions } from '../../admin/alerts.js';
+import { acknowledgeAlert, acknowledgeAlerts } from '../../admin/alert-acks.js';
+import { parseAlertActions, type AlertAction } from '../../admin/alerts.js';
 import { parseDuration } from '../../config/index.js';
 import { channels } from '../../db/sql.js';
 import type { Logger } from '../../log.js';
@@ -145,6 +146,20 @@ interface AlertsOptions extends GlobalOptions, JsonOption {
   since?: string;
   limit?: string;
   action?: string[];
+  state?: string;
+  ack?: string;
+  ackAll?: boolean;
+}
+
+/** `alerts --ack ID` and `--ack-all`: one JSON line, the alert or how many were acknowledged. */
+async function acknowledge(io: CliIo, o: AlertsOptions, action: AlertAction[] | undefined): Promise<void> {
+  if (o.follow || (o.ack !== undefined && o.ackAll)) throw new ExitError(EXIT.usage, '--ack, --ack-all and --follow: give one of them');
+  if (o.ack !== undefined && !/^\d{1,15}$/.test(o.ack))
+    throw new ExitError(EXIT.usage, `--ack: expected an alert id, got ${JSON.stringify(o.ack)}`);
+  await admin(io, o, async ({ pool }) => {
+    if (o.ack !== undefined) printJson(io, await acknowledgeAlert(pool, o.ack, actor(io)));
+    else printJson(io, await acknowledgeAlerts(pool, { action }, actor(io)));
+  });
 }
 
 export async function alerts(io: CliIo, o: AlertsOptions): Promise<void> {
@@ -155,10 +170,15 @@ export async function alerts(io: CliIo, o: AlertsOptions): Promise<void> {
   if (limit !== undefined && limit > 1000) throw new ExitError(EXIT.usage, `--limit: at most 1000, got ${limit}`);
   // Refused (exit 2, naming --action) before the database is opened.
   const action = o.action === undefined ? undefined : parseAlertActions(o.action, '--action');
+  if (o.ack !== undefined || o.ackAll) return acknowledge(io, o, action);
+  if (o.state !== undefined && o.state !== 'open' && o.state !== 'resolved')
+    throw new ExitError(EXIT.usage, `--state: expected open or resolved, got ${JSON.stringify(o.state)}`);
+  const state = o.state;
+  if (state !== undefined && o.follow) throw new ExitError(EXIT.usage, '--state: not with --follow (an alert is open when it is raised)');
   await admin(io, o, async ({ pool, url, alertsChannel, log }) => {
     const people = forPeople(io, o);
     if (!o.follow) {
-      const list = await readAlerts(pool, { sinceId: since, limit: limit ?? ALERTS_LIST_DEFAULT, action });
+      const list = await readAlerts(pool, { sinceId: since, limit: limit ?? ALERTS_LIST_DEFAULT, action, state });
       if (people) printTable(io, ALERT_HEADERS, list.map(alertRow), 'no alerts');
       else for (const a of list) if (!printJson(io, a)) break;
       return;

@@ -93,6 +93,9 @@ export function registerAlerts(program: Command, run: CliRun): void {
       `only these alerts, listed and followed; repeat it or separate with commas (${ALERT_ACTIONS.join(', ')})`,
       collect,
     )
+    .option('--state <state>', 'only alerts open (their condition lasts, or nobody acknowledged them) or resolved')
+    .option('--ack <id>', 'acknowledge this alert and print it (it resolves too, unless its condition still lasts)')
+    .option('--ack-all', 'acknowledge every alert up to the newest now (of --action, if given) and print how many')
     .option('--json', 'JSON lines even on a terminal (they are the output whenever stdout is not one)')
     .option('-c, --config <file>', 'config file')
     .action(lazy(run, actions, 'alerts'));

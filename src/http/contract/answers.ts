@@ -11,7 +11,7 @@
 import { z } from 'zod';
 import { JOB_STATUSES } from '../../admin/job-view.js';
 import { ALERT_ACTIONS } from '../../admin/alerts.js';
-import type { CircuitState } from '../../endpoint-state/types.js';
+import { HEALTH_WORDS, type CircuitState } from '../../endpoint-state/types.js';
 import { REPLAY_STATUSES } from '../../admin/replay.js';
 import { SCHEMES } from '../../config/schema.js';
 import type { JobStatus } from '../../queue/types.js';
@@ -70,6 +70,19 @@ export const notifyBatchAnswer = z.object({ results: z.array(eventAnswer).descri
 
 // ---- jobs ---------------------------------------------------------------------------------
 
+const CIRCUIT_STATES = ['closed', 'open', 'half_open'] as const satisfies readonly CircuitState[];
+
+/** Why a pending job waits (docs/operations.md#held-jobs); null when it is not held. */
+const held = z
+  .object({
+    reason: z.enum(['circuit', 'paused']).describe("its endpoint's circuit is not closed, or its endpoint is paused"),
+    circuit: z.enum(CIRCUIT_STATES),
+    since: instant.nullable().describe('the outage began (circuit), or the pause'),
+    next_probe_at: instant.nullable().describe('when an open circuit next lets one probe through (past: as soon as a job is due)'),
+  })
+  .nullable()
+  .describe('a pending job held by its endpoint: its status stays pending and its run_at may be past; null when not held');
+
 export const jobAnswer = z.object({
   id,
   type: z.string(),
@@ -83,6 +96,7 @@ export const jobAnswer = z.object({
   topic: z.string().nullable(),
   endpoint: z.string().nullable(),
   event_id: id.nullable(),
+  held,
 });
 
 export const attemptAnswer = z.object({
@@ -115,8 +129,6 @@ export const redriveAnswer = z.object({
 });
 
 // ---- endpoints ----------------------------------------------------------------------------
-
-const CIRCUIT_STATES = ['closed', 'open', 'half_open'] as const satisfies readonly CircuitState[];
 
 export const endpointAnswer = z.object({
   name: z.string(),
@@ -156,6 +168,13 @@ export const endpointAnswer = z.object({
   adaptive_limit: z.int().nullable().describe("this process's adaptive in-flight limit; null where it runs no workers"),
   in_flight: z.int().nullable(),
   held_jobs: count.describe('due pending jobs held back: open, half-open, paused or disabled (counted up to 100,000)'),
+  health: z
+    .enum(HEALTH_WORDS)
+    .describe('the most pressing of: disabled, paused, down (circuit not closed), failing (most recent deliveries refused), healthy'),
+  failing: z
+    .object({ since: instant.nullable(), status_codes: z.array(z.int()).describe('the 4xx statuses of the run judged failing') })
+    .nullable()
+    .describe('at least half of its last `circuit.min_attempts` deliveries failed permanently; null: not failing'),
 });
 
 export const endpointList = z.object({ items: z.array(endpointAnswer) });
@@ -197,11 +216,27 @@ export const notificationPage = z.object({ items: z.array(notificationAnswer), n
 
 /** An alert: its audit row's id, action and time, over the details its action records (open). */
 export const alertAnswer = z
-  .looseObject({ id: z.int(), action: z.enum(ALERT_ACTIONS), created_at: instant })
+  .looseObject({
+    id: z.int(),
+    action: z.enum(ALERT_ACTIONS),
+    created_at: instant,
+    state: z
+      .enum(['open', 'resolved'])
+      .describe('resolved by the alert that says its condition ended, or, for one with no such alert, when acknowledged'),
+    resolved_at: instant.nullable(),
+    resolved_by: z.int().nullable().describe('the alert that resolved it'),
+    acknowledged_at: instant.nullable(),
+    acknowledged_by: z.string().nullable(),
+    flaps: count.describe('how many more times its condition began while it stood (a circuit that opened again)'),
+  })
   .describe(
     'a dead letter: job_id, type, endpoint, topic, event_id, attempts, reason, last_error; an endpoint alert: endpoint and its state',
   );
 export const alertPage = z.object({ items: z.array(alertAnswer), next_cursor: cursor });
+export const ackAlertsAnswer = z.object({
+  acknowledged: count.describe('alerts acknowledged by this call (those acknowledged before are left as they are)'),
+  up_to: z.int().describe('the newest alert id it covered'),
+});
 
 export const processAnswer = z.object({
   id: z.string(),

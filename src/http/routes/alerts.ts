@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { latestAlertId, listAlerts, parseAlertActions, pumpAlerts, type AlertView } from '../../admin/alerts.js';
+import { acknowledgeAlert, acknowledgeAlerts } from '../../admin/alert-acks.js';
 import { coerceError } from '../../errors.js';
 import type { Service } from '../../service.js';
 import type { AlertHub } from '../alert-hub.js';
@@ -56,6 +57,12 @@ export function alertRoutes(app: FastifyInstance, svc: Service, hub: AlertHub, s
   const pool = svc.db.pool;
 
   route(app, 'listAlerts', async ({ query }) => listAlerts(pool, query));
+
+  route(app, 'acknowledgeAlert', async ({ params: { id } }, req) => acknowledgeAlert(pool, id, principalOf(req).name));
+
+  route(app, 'acknowledgeAlerts', async ({ body }, req) =>
+    acknowledgeAlerts(pool, { upTo: body?.up_to, action: body?.action }, principalOf(req).name),
+  );
 
   route(app, 'streamAlerts', async ({ query: q }, req, reply) => {
     // Checked before the 200 goes out, so a bad filter is a 400 naming `action`.
