@@ -29,7 +29,7 @@ export interface BootstrapUser {
 export async function bootstrapUsers(pool: pg.Pool, users: readonly BootstrapUser[], log: Logger): Promise<void> {
   for (const u of users) {
     if (!u.token) {
-      log.info({ event: 'users.bootstrap_skipped', user: u.name }, 'bootstrap user has an empty token: skipped');
+      log.debug({ event: 'users.bootstrap_skipped', user: u.name }, 'bootstrap user has an empty token: skipped');
       continue;
     }
     await pool.query(

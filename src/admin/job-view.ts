@@ -28,6 +28,11 @@ export interface JobView {
 }
 
 export interface AttemptView {
+  /** Its place among every attempt of the job, all series together (1, 2, 3, …). */
+  number: number;
+  /** 0: the job's original attempts; n: the n-th time an operator sent it again (retry, redrive or endpoint replay). */
+  series: number;
+  /** Its number within its series, as the worker counts it against max_attempts. */
   attempt: number;
   status_code: number | null;
   error_kind: string | null;
@@ -117,4 +122,29 @@ export function toJobView(r: JobRow & Partial<HeldColumns>): JobView {
 export function requireStatus(value: unknown, field = 'status'): JobStatus {
   if (!JOB_STATUSES.includes(value as JobStatus)) throw badField(field, `expected one of ${JOB_STATUSES.join(', ')}`);
   return value as JobStatus;
+}
+
+/** An attempt row as read, before it is placed in its series. */
+export type AttemptRow = Omit<AttemptView, 'number' | 'series' | 'created_at'> & { created_at: Date; probe: boolean };
+
+/**
+ * Number the attempts of one job (oldest first) across its series. An operator's retry, redrive or
+ * replay starts a new series at attempt 1, ids kept, so the series is read from the numbers: a
+ * number that goes down starts one, and so does a 1 after a 1 that spent its attempt. A failed
+ * probe or an attempt cut short by a shutdown gives its attempt back, and the next one repeats its
+ * number in the same series.
+ */
+export function placeAttempts(rows: readonly AttemptRow[]): AttemptView[] {
+  let series = 0;
+  return rows.map((r, i) => {
+    const prev = rows[i - 1];
+    if (prev && (r.attempt < prev.attempt || (r.attempt === 1 && prev.attempt === 1 && spent(prev)))) series++;
+    const { probe: _probe, ...rest } = r;
+    return { ...rest, number: i + 1, series, created_at: r.created_at.toISOString() };
+  });
+}
+
+function spent(a: AttemptRow): boolean {
+  const failedProbe = a.probe && !(a.status_code !== null && a.status_code >= 200 && a.status_code < 300);
+  return !a.aborted && !failedProbe;
 }

@@ -3,8 +3,10 @@ import {
   HELD_COLUMNS,
   HELD_JOIN,
   JOB_COLUMNS,
+  placeAttempts,
   requireStatus,
   toJobView,
+  type AttemptRow,
   type AttemptView,
   type HeldColumns,
   type JobFilter,
@@ -70,14 +72,10 @@ export async function getJob(db: Queryable, id: string): Promise<(JobView & { pa
   );
   const row = job.rows[0];
   if (!row) return null;
-  const att = await db.query<Omit<AttemptView, 'created_at'> & { created_at: Date }>(
-    `select attempt, status_code, error_kind, error, duration_ms, response_body, lease_lost, aborted, created_at
+  const att = await db.query<AttemptRow>(
+    `select attempt, status_code, error_kind, error, duration_ms, response_body, lease_lost, aborted, created_at, probe
      from webhook_attempts where job_id = $1 order by created_at, id`,
     [jobId],
   );
-  return {
-    ...toJobView(row),
-    payload: row.payload,
-    deliveries: att.rows.map((a) => ({ ...a, created_at: a.created_at.toISOString() })),
-  };
+  return { ...toJobView(row), payload: row.payload, deliveries: placeAttempts(att.rows) };
 }

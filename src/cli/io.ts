@@ -15,6 +15,13 @@ export interface CliIo {
   readonly stdin: AsyncIterable<Buffer | string>;
   /** `${VAR}` in the config, DATABASE_URL, ACW_CONFIG, ACW_ENCRYPTION_KEY, USER. */
   readonly env: NodeJS.ProcessEnv;
+  /**
+   * stdout is a terminal: lists print aligned tables for a person instead of JSON lines (table.ts).
+   * The binary asks process.stdout; a run in another process says so itself (false when absent).
+   */
+  readonly isTTY?: boolean;
+  /** The terminal's width, when known: table lines are cut to it. */
+  readonly columns?: number | undefined;
   /** Aborted once stdout is closed by its reader: a list stops printing there, a follower stops. */
   readonly stdoutClosed: AbortSignal;
   /**
@@ -43,6 +50,12 @@ const PROCESS_IO: CliIo = {
     return process.stdin;
   },
   env: process.env,
+  get isTTY() {
+    return process.stdout.isTTY === true;
+  },
+  get columns() {
+    return process.stdout.columns;
+  },
   stdoutClosed: closed.signal,
 };
 

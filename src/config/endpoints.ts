@@ -1,5 +1,5 @@
 /** The normalised list of webhook endpoints: what the dispatcher fans out to and workers send to. */
-import { SsrfGuard } from '../net/ssrf.js';
+import { blockedRange, parseCidr, SsrfGuard } from '../net/ssrf.js';
 import type { Config, Scheme } from './schema.js';
 
 export interface Endpoint {
@@ -118,6 +118,8 @@ export function configWarnings(config: Config, nowMs = Date.now()): string[] {
   if (!w.enabled) return out;
   const empty = 'empty: this endpoint receives no event (list topics, "prefix.*" or "*")';
   if (w.url !== '' && w.topics.length === 0) out.push(`notify.webhook.topics: ${empty}`);
+  const opened = openedRanges(w.allow_networks);
+  if (opened !== null) out.push(opened);
   const guard = new SsrfGuard({ allowNetworks: w.allow_networks });
   w.endpoints.forEach((ep, i) => {
     if (ep.enabled && ep.topics.length === 0) out.push(`notify.webhook.endpoints[${i}].topics: ${empty}`);
@@ -127,6 +129,24 @@ export function configWarnings(config: Config, nowMs = Date.now()): string[] {
     }
   });
   return out;
+}
+
+/**
+ * One warning while `allow_networks` opens loopback, a private range or any other address outside
+ * global unicast: whoever may create endpoints can then make the service call into this host or
+ * its network. Right for a tour or an internal receiver, worth a line in the log at every start.
+ */
+function openedRanges(allow: readonly string[]): string | null {
+  const opened = allow.flatMap((text) => {
+    const cidr = parseCidr(text);
+    const range = typeof cidr === 'string' ? null : blockedRange(cidr.network);
+    return range === null ? [] : [`${text} (${range.name})`];
+  });
+  if (opened.length === 0) return null;
+  return (
+    `notify.webhook.allow_networks: the SSRF guard lets endpoints reach ${opened.join(', ')}: anyone who may create an ` +
+    'endpoint can make this service send requests there; keep it for development or a known internal receiver (docs/operations.md#ssrf-guard)'
+  );
 }
 
 /** The guard's refusal of a config endpoint's URL host (`url: ...`), or null. */

@@ -20,6 +20,9 @@ export { blockedRange, parseCidr, type BlockedRange, type Cidr } from './ranges.
 /** The error code of a refused address; classify.ts makes it a permanent `blocked_address` failure. */
 export const BLOCKED_ADDRESS = 'ACW_BLOCKED_ADDRESS';
 
+/** The config key listing the networks the guard lets through (named in every refusal). */
+export const ALLOW_KEY = 'notify.webhook.allow_networks';
+
 /** The longest endpoint URL accepted through the API (browsers and proxies commonly stop near 2 KiB). */
 export const MAX_URL_LENGTH = 2048;
 
@@ -36,8 +39,16 @@ export class BlockedAddressError extends Error {
     readonly range: BlockedRange,
   ) {
     const what = host === address ? address : `${host} resolves to ${address}, which`;
-    super(`${what} is in ${range.name} ${range.cidr}: not a global unicast address (notify.webhook.allow_networks can open it)`);
+    super(`${what} is in ${range.name} ${range.cidr}: not a global unicast address (${allowHint(address, range)})`);
   }
+}
+
+/** The config key that would let `address` through, with the entry to add (the address alone for the catch-all ::/0). */
+export function allowHint(address: string, range: BlockedRange): string {
+  const prefix = Number(range.cidr.split('/')[1]);
+  const ip = withoutZone(address);
+  const entry = Number.isInteger(prefix) && prefix > 0 ? range.cidr : `${ip}/${isIP(ip) === 6 ? 128 : 32}`;
+  return `to allow it, add "${entry}" to ${ALLOW_KEY}`;
 }
 
 /** Resolves a host name to every address (tests inject one; default: the system resolver, as net.connect uses). */

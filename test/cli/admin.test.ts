@@ -82,7 +82,7 @@ describe('operator CLI', () => {
     await deadJob('a.b');
     await deadJob('c.d');
     const dry = await cli('jobs', 'redrive', '--status', 'dead', '--topic', 'a.b', '--dry-run');
-    expect(JSON.parse(dry.stdout)).toEqual({ count: 2 });
+    expect(JSON.parse(dry.stdout)).toEqual({ count: 2, dry_run: true });
     expect((await db.pool.query(`select count(*)::int as n from jobs where status = 'dead'`)).rows[0].n).toBe(3);
     const real = await cli('jobs', 'redrive', '--since', '1h');
     expect(real.stdout).toBe('{"count":3}\n');

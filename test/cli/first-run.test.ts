@@ -5,6 +5,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, runCliInProcess, type CliResult } from '../helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { startProc, type Proc } from '../helpers/procs.js';
+import { captureLogs } from '../helpers/logs.js';
+import { bootstrapUsers } from '../../src/users.js';
 
 // What a new user tripped over (issue 11): secrets a command does not use, an unmigrated database, --listen in the logged config.
 
@@ -97,5 +99,13 @@ describe('serve --listen', () => {
     expect(logged.config.server.listen).toBe('127.0.0.1:0');
     // Its exit code is cli.test.ts's business (and racy here: SIGTERM may land before serve installs its handler).
     await p.stop('SIGTERM');
+  });
+});
+
+describe('a start with the example config', () => {
+  it('says nothing at info about the bootstrap user whose token is unset (users.bootstrap_skipped is debug)', async () => {
+    const logs = captureLogs('debug');
+    await bootstrapUsers(db.pool, [{ name: 'ops', role: 'admin', token: '' }], logs.log);
+    expect(logs.events('users.bootstrap_skipped').map((l) => [l.level, l['user']])).toEqual([[20, 'ops']]);
   });
 });

@@ -2,7 +2,8 @@
 // signature that fails, --accept-invalid, the headers it got, and --save files that
 // `acw-webhooks verify` checks as README.md shows.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createHmac } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -26,7 +27,8 @@ let svc: Service;
 
 /** The receivers run in this process: what they print is the subject, not the process (test/cli/supervisor.test.ts signals one). */
 async function startReceive(...extra: string[]): Promise<{ proc: CliInProcess; url: string }> {
-  const proc = startCliInProcess(['receive', '--listen', '127.0.0.1:0', '--secret', SECRET, ...extra]);
+  // The secret from the environment, as README.md's tour gives it (never on the command line).
+  const proc = startCliInProcess(['receive', '--listen', '127.0.0.1:0', ...extra], { ACW_RECEIVE_SECRET: SECRET });
   const line = await proc.waitForLine(/^listening on /);
   return { proc, url: line.replace(/^listening on /, '') };
 }
@@ -127,6 +129,38 @@ describe('receive', () => {
       async () => (await db.pool.query(`select 1 from jobs where endpoint = 'lenient' and status = 'completed'`)).rows.length === 1,
       15_000,
     );
+  });
+
+  it('reads the secret from --secret-file (two lines during a rotation); --secret still works, with a warning on stderr; none is a usage error', async () => {
+    const file = join(dir, 'secrets');
+    writeFileSync(file, `${WRONG}\n${SECRET}\n`);
+    const fromFile = startCliInProcess(['receive', '--listen', '127.0.0.1:0', '--secret-file', file]);
+    const onLine = startCliInProcess(['receive', '--listen', '127.0.0.1:0', '--secret', SECRET]);
+    try {
+      for (const [p, index] of [
+        [fromFile, 1],
+        [onLine, undefined],
+      ] as const) {
+        const url = (await p.waitForLine(/^listening on /)).replace(/^listening on /, '');
+        const body = '{"n":1}';
+        const ts = Math.floor(Date.now() / 1000);
+        const sig = createHmac('sha256', SECRET).update(`${ts}.${body}`).digest('hex');
+        const headers = { 'X-ACW-Event-Id': 'e-1', 'X-ACW-Timestamp': String(ts), 'X-ACW-Signature': `sha256=${sig}` };
+        expect((await fetch(`${url}/signed`, { method: 'POST', headers, body })).status).toBe(200);
+        const got = JSON.parse(await p.waitForLine(/"path":"\/signed"/)) as Line & { secret_index?: number };
+        expect([got.verified, got.secret_index]).toEqual([true, index]);
+      }
+      expect(fromFile.lines.filter((l) => l.startsWith('warning:'))).toEqual([]);
+      expect(onLine.lines.filter((l) => l.startsWith('warning:'))).toEqual([
+        'warning: --secret shows the secret to every user of this host (ps) and in your shell history; use --secret-file FILE or ACW_RECEIVE_SECRET',
+      ]);
+      expect(onLine.lines.join('\n')).not.toContain(SECRET);
+    } finally {
+      await Promise.all([fromFile.stop(), onLine.stop()]);
+    }
+    const none = startCliInProcess(['receive', '--listen', '127.0.0.1:0']);
+    expect(await none.exited).toBe(2);
+    expect(none.lines).toContain('no secret: give --secret-file FILE or set ACW_RECEIVE_SECRET (or --secret S)');
   });
 
   it('names a missing header', async () => {

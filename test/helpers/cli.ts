@@ -20,6 +20,8 @@ export interface CliOptions {
   /** Standard input (for `@-` arguments); empty by default. */
   input?: string;
   timeoutMs?: number;
+  /** In-process only: stdout is a terminal this wide (the CLI prints for people: tables, sentences). */
+  tty?: { columns: number };
 }
 
 /**
@@ -66,8 +68,10 @@ function inProcessIo(
   stop: AbortSignal,
   out: (t: string) => void,
   err: (t: string) => void,
+  tty?: { columns: number },
 ): CliIo {
   return {
+    ...(tty ? { isTTY: true, columns: tty.columns } : {}),
     stdout: textSink(out),
     stderr: textSink(err),
     stdin: Readable.from(input === undefined ? [] : [Buffer.from(input)]),
@@ -102,6 +106,7 @@ export async function runCliInProcess(args: readonly string[], env: NodeJS.Proce
     stop.signal,
     (t) => (stdout += t),
     (t) => (stderr += t),
+    opts.tty,
   );
   const timeoutMs = opts.timeoutMs ?? 60_000;
   let timer: NodeJS.Timeout | undefined;

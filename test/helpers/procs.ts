@@ -13,8 +13,8 @@ export interface Proc {
 }
 
 /** Start a process we own (stopped by PID in afterEach), collecting stdout and stderr lines. */
-export function startProc(cmd: string, args: string[], env: Record<string, string> = {}): Proc {
-  const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export function startProc(cmd: string, args: string[], env: Record<string, string> = {}, opts: { cwd?: string } = {}): Proc {
+  const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], ...opts });
   const lines: string[] = [];
   const waiters: Array<{ re: RegExp; resolve: (l: string) => void }> = [];
   const onLine = (l: string) => {

@@ -134,6 +134,17 @@ describe('replay after an outage', () => {
     const row = await jobRow(ids[0]!);
     expect(row.attempts).toBe(1);
     expect(row.series_started_at.getTime()).toBeGreaterThan(row.created_at.getTime());
+    // Its history numbers every attempt once and says which series each belongs to: the three
+    // original ones, then the replay's first (not a second "attempt 1" that reads like the first).
+    const detail = await call(a.url, 'GET', `/v1/jobs/${ids[0]!}`, { token: admin });
+    expect(detail.body.deliveries.map((d: { number: number; series: number; attempt: number }) => [d.number, d.series, d.attempt])).toEqual(
+      [
+        [1, 0, 1],
+        [2, 0, 2],
+        [3, 0, 3],
+        [4, 1, 1],
+      ],
+    );
     const audit = (await db.pool.query(`select actor, target_type, target_id, details from audit_log where action = 'endpoint.replay'`))
       .rows;
     expect(audit).toHaveLength(1);

@@ -56,6 +56,8 @@ describe('ssrf_guard on a config endpoint', () => {
     expect(att).toHaveLength(1);
     expect(att[0]).toMatchObject({ status_code: null, error_kind: 'blocked_address' });
     expect(att[0].error).toContain('127.0.0.1 is in loopback 127.0.0.0/8');
+    // What to change, by its key: an operator reading the job's error needs nothing else.
+    expect(att[0].error).toContain('to allow it, add "127.0.0.0/8" to notify.webhook.allow_networks');
     expect((await job(id)).last_error).toContain('loopback');
     expect(events('webhook.attempt')[0]).toMatchObject({ endpoint: 'guarded', result: 'dead', error_kind: 'blocked_address' });
     expect(rx.requests).toHaveLength(0);

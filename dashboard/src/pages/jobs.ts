@@ -229,16 +229,17 @@ export function JobPage({ id, admin }: { id: string; admin: boolean }): VNode {
     </section>
     <section aria-labelledby="att-h">
       <h2 id="att-h">Attempts</h2>
-      <${Table} label="Attempts" head=${['#', 'Status code', 'Duration', 'Error', 'Response', 'At']}>
+      <${Table} label="Attempts" head=${['#', 'Series', 'Status code', 'Duration', 'Error', 'Response', 'At']}>
         ${
           job.deliveries.length === 0
             ? html`<tr>
-                <td colspan="6" class="muted">No attempt yet.</td>
+                <td colspan="7" class="muted">No attempt yet.</td>
               </tr>`
             : job.deliveries.map(
                 (a) =>
                   html`<tr>
-                    <th scope="row">${a.attempt}</th>
+                    <th scope="row">${a.number}</th>
+                    <td>${a.series === 0 ? 'original' : `sent again ${a.series}`}, attempt ${a.attempt}</td>
                     <td>${a.status_code ?? html`<span class="muted">${a.error_kind ?? '—'}</span>`}</td>
                     <td>${a.duration_ms} ms</td>
                     <td class="err">${a.error ?? ''}</td>

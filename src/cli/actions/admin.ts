@@ -1,3 +1,4 @@
+import { userInfo } from 'node:os';
 import type pg from 'pg';
 import {
   addUser,
@@ -19,13 +20,25 @@ import type { Logger } from '../../log.js';
 import { readConfig } from '../config.js';
 import { withDatabase } from '../database.js';
 import { EXIT, ExitError, type GlobalOptions } from '../exit.js';
-import { printJson, type CliIo } from '../io.js';
+import { printJson, writeLine, type CliIo } from '../io.js';
 import { ALERTS_LIST_DEFAULT, ALERTS_TAIL_DEFAULT } from '../options.js';
 import { watchForStop } from '../stop.js';
+import { cut, formatTable, forPeople, printTable, type JsonOption } from '../table.js';
+import { ALERT_HEADERS, alertRow, JOB_HEADERS, jobRow, USER_HEADERS, userRow } from '../views.js';
 
-/** Operator commands act as this principal in audit_log: the OS user running them. */
+/**
+ * Operator commands act as this principal in audit_log (and as the owner of what they create): the
+ * OS user running them, from the environment or, where it names none (a container, cron), the
+ * account itself; its uid when even that has no name.
+ */
 export function actor(io: CliIo): string {
-  return `cli:${io.env.USER ?? io.env.LOGNAME ?? 'unknown'}`;
+  const named = io.env.USER || io.env.LOGNAME;
+  if (named) return `cli:${named}`;
+  try {
+    return `cli:${userInfo().username}`;
+  } catch {
+    return `cli:uid-${process.getuid?.() ?? 'none'}`;
+  }
 }
 
 /** Run an admin operation against the configured database (its refusals become exit codes in main). */
@@ -48,7 +61,7 @@ function positiveInt(v: string, name: string): number {
   return n;
 }
 
-interface JobsListOptions extends GlobalOptions {
+interface JobsListOptions extends GlobalOptions, JsonOption {
   status?: string;
   type?: string;
   topic?: string;
@@ -61,7 +74,8 @@ export async function jobsList(io: CliIo, o: JobsListOptions): Promise<void> {
   const limit = positiveInt(o.limit, '--limit');
   await admin(io, o, async ({ pool }) => {
     const page = await listJobs(pool, { status: o.status, type: o.type, topic: o.topic, endpoint: o.endpoint, event_id: o.eventId, limit });
-    for (const j of page.items) if (!printJson(io, j)) break;
+    if (forPeople(io, o)) printTable(io, JOB_HEADERS, page.items.map(jobRow), 'no jobs');
+    else for (const j of page.items) if (!printJson(io, j)) break;
   });
 }
 
@@ -81,7 +95,9 @@ export async function jobsCancel(io: CliIo, id: string, o: GlobalOptions): Promi
   await admin(io, o, async ({ pool }) => printJson(io, await cancelJob(pool, id, actor(io))));
 }
 
-interface RedriveOptions extends GlobalOptions {
+const deadJobs = (n: number): string => `${n} dead job${n === 1 ? '' : 's'}`;
+
+interface RedriveOptions extends GlobalOptions, JsonOption {
   status?: string;
   since?: string;
   topic?: string;
@@ -102,8 +118,10 @@ export async function jobsRedrive(io: CliIo, o: RedriveOptions): Promise<void> {
   }
   await admin(io, o, async ({ pool, jobsChannel }) => {
     const filter = { status: 'dead' as const, topic: o.topic, endpoint: o.endpoint, since };
-    // One JSON line, as POST /v1/jobs/redrive answers: {count}, matched (--dry-run) or re-queued.
-    printJson(io, await redriveJobs(pool, o.dryRun ? { ...filter, dry_run: true } : filter, actor(io), jobsChannel));
+    // One JSON line, as POST /v1/jobs/redrive answers: {count}, matched (--dry-run, which says so) or re-queued.
+    const out = await redriveJobs(pool, o.dryRun ? { ...filter, dry_run: true } : filter, actor(io), jobsChannel);
+    if (!forPeople(io, o)) printJson(io, o.dryRun ? { ...out, dry_run: true } : out);
+    else writeLine(io, o.dryRun ? `dry run: would re-queue ${deadJobs(out.count)}` : `re-queued ${deadJobs(out.count)}`);
   });
 }
 
@@ -111,9 +129,11 @@ export async function usersAdd(io: CliIo, name: string, o: GlobalOptions & { rol
   await admin(io, o, async ({ pool }) => printJson(io, await addUser(pool, { name, role: o.role }, actor(io))));
 }
 
-export async function usersList(io: CliIo, o: GlobalOptions): Promise<void> {
+export async function usersList(io: CliIo, o: GlobalOptions & JsonOption): Promise<void> {
   await admin(io, o, async ({ pool }) => {
-    for (const u of await listUsers(pool)) if (!printJson(io, u)) break;
+    const users = await listUsers(pool);
+    if (forPeople(io, o)) printTable(io, USER_HEADERS, users.map(userRow), 'no users');
+    else for (const u of users) if (!printJson(io, u)) break;
   });
 }
 
@@ -121,7 +141,7 @@ export async function usersRevoke(io: CliIo, name: string, o: GlobalOptions): Pr
   await admin(io, o, async ({ pool }) => printJson(io, await revokeUser(pool, name, actor(io))));
 }
 
-interface AlertsOptions extends GlobalOptions {
+interface AlertsOptions extends GlobalOptions, JsonOption {
   follow?: boolean;
   since?: string;
   limit?: string;
@@ -156,11 +176,15 @@ export async function alerts(io: CliIo, o: AlertsOptions): Promise<void> {
   const state = o.state;
   if (state !== undefined && o.follow) throw new ExitError(EXIT.usage, '--state: not with --follow (an alert is open when it is raised)');
   await admin(io, o, async ({ pool, url, alertsChannel, log }) => {
+    const people = forPeople(io, o);
     if (!o.follow) {
-      for (const a of await readAlerts(pool, { sinceId: since, limit: limit ?? ALERTS_LIST_DEFAULT, action, state }))
-        if (!printJson(io, a)) break;
+      const list = await readAlerts(pool, { sinceId: since, limit: limit ?? ALERTS_LIST_DEFAULT, action, state });
+      if (people) printTable(io, ALERT_HEADERS, list.map(alertRow), 'no alerts');
+      else for (const a of list) if (!printJson(io, a)) break;
       return;
     }
+    // Followed on a terminal, one aligned line each (the header's widths cannot know what comes later).
+    const line = (a: Parameters<typeof alertRow>[0]) => cut(formatTable(ALERT_HEADERS, [alertRow(a)])[1]!, io.columns);
     // SIGINT/SIGTERM, the parent exiting (npx) or a closed stdout (`| head`) end the follow,
     // and the database (an embedded server included) is closed as after any command.
     const stop = watchForStop(io, { onStdoutClosed: true });
@@ -174,7 +198,7 @@ export async function alerts(io: CliIo, o: AlertsOptions): Promise<void> {
         backlog: limit ?? ALERTS_TAIL_DEFAULT,
         action,
         signal: stop.signal,
-        onAlert: (a) => void printJson(io, a),
+        onAlert: (a) => void (people ? writeLine(io, line(a)) : printJson(io, a)),
         log,
       });
     } finally {

@@ -28,6 +28,8 @@ import { readConfig } from '../config.js';
 import { withDatabase } from '../database.js';
 import { EXIT, ExitError, type GlobalOptions } from '../exit.js';
 import { printJson, type CliIo } from '../io.js';
+import { forPeople, printTable, type JsonOption } from '../table.js';
+import { ENDPOINT_HEADERS, endpointRow } from '../views.js';
 import { actor } from './admin.js';
 
 /**
@@ -35,13 +37,15 @@ import { actor } from './admin.js';
  * `POST /v1/endpoints/:name/pause|resume`, audited as the OS user (`cli:NAME`). This process runs no
  * workers, so the view's per-process fields (adaptive_limit, in_flight) are null.
  */
-export async function endpointsList(io: CliIo, o: GlobalOptions & { windowMinutes: string }): Promise<void> {
+export async function endpointsList(io: CliIo, o: GlobalOptions & JsonOption & { windowMinutes: string }): Promise<void> {
   const minutes = Number(o.windowMinutes);
   if (!Number.isInteger(minutes) || minutes < 1 || minutes > 10_080)
     throw new ExitError(EXIT.usage, `--window-minutes: expected whole minutes from 1 to 10080, got ${JSON.stringify(o.windowMinutes)}`);
   const config = readConfig(io, o, { needSecrets: false });
   await withDatabase(io, config, async (db) => {
-    for (const e of await endpointHealth(db.pool, await allEndpoints(db.pool, config), minutes)) if (!printJson(io, e)) break;
+    const list = await endpointHealth(db.pool, await allEndpoints(db.pool, config), minutes);
+    if (forPeople(io, o)) printTable(io, ENDPOINT_HEADERS, list.map(endpointRow), 'no endpoints');
+    else for (const e of list) if (!printJson(io, e)) break;
   });
 }
 

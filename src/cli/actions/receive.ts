@@ -1,4 +1,4 @@
-import { mkdirSync, openSync, writeSync, closeSync } from 'node:fs';
+import { mkdirSync, openSync, readFileSync, writeSync, closeSync } from 'node:fs';
 import { createServer, type IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import { parseListen } from '../../config/index.js';
@@ -9,7 +9,8 @@ import { watchForStop } from '../stop.js';
 
 interface ReceiveOptions {
   listen: string;
-  secret: string[];
+  secret?: string[];
+  secretFile?: string;
   status: string;
   acceptInvalid?: boolean;
   save?: string;
@@ -92,6 +93,42 @@ function save(dir: string, id: string | undefined, req: IncomingMessage, body: B
   }
 }
 
+/** The environment variable `receive` reads a secret from (not on the command line, where `ps` shows it). */
+export const RECEIVE_SECRET_ENV = 'ACW_RECEIVE_SECRET';
+
+/**
+ * The secrets to verify with: `--secret-file` (one a line; two during a rotation), then
+ * $ACW_RECEIVE_SECRET, then `--secret` (kept for old scripts, with a warning: any user on the host
+ * sees it in `ps`, and the shell keeps it in its history).
+ */
+function secretsOf(io: CliIo, o: ReceiveOptions): string[] {
+  const out: string[] = [];
+  if (o.secretFile !== undefined) {
+    let text: string;
+    try {
+      text = readFileSync(o.secretFile, 'utf8');
+    } catch (err) {
+      throw new ExitError(
+        EXIT.usage,
+        `--secret-file: cannot read ${o.secretFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+      );
+    }
+    const lines = text.split(/\r?\n/).filter((l) => l.trim() !== '');
+    if (lines.length === 0) throw new ExitError(EXIT.usage, `--secret-file: ${o.secretFile} is empty`);
+    out.push(...lines);
+  }
+  const env = io.env[RECEIVE_SECRET_ENV];
+  if (env) out.push(env);
+  if (o.secret !== undefined && o.secret.length > 0) {
+    io.stderr.write(
+      `warning: --secret shows the secret to every user of this host (ps) and in your shell history; use --secret-file FILE or ${RECEIVE_SECRET_ENV}\n`,
+    );
+    out.push(...o.secret);
+  }
+  if (out.length === 0) throw new ExitError(EXIT.usage, `no secret: give --secret-file FILE or set ${RECEIVE_SECRET_ENV} (or --secret S)`);
+  return out;
+}
+
 /**
  * A local receiver for development: prints each delivery as a JSON line, whether it verifies and
  * why not, and answers 401 to one that does not (so a wrong secret shows up as a failing
@@ -108,6 +145,7 @@ export async function receive(io: CliIo, o: ReceiveOptions): Promise<void> {
   const status = Number(o.status);
   if (!Number.isInteger(status) || status < 100 || status > 599)
     throw new ExitError(EXIT.usage, `--status: expected an HTTP status, got ${o.status}`);
+  const secrets = secretsOf(io, o);
   const dir = o.save;
   if (dir !== undefined) {
     try {
@@ -122,7 +160,7 @@ export async function receive(io: CliIo, o: ReceiveOptions): Promise<void> {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks);
-      const v = verifyWebhookDetailed({ secret: o.secret, headers: req.headers, body, toleranceSeconds: TOLERANCE_S });
+      const v = verifyWebhookDetailed({ secret: secrets, headers: req.headers, body, toleranceSeconds: TOLERANCE_S });
       const sig = signatureHeaders(req);
       const h = req.headers;
       const id = [h['x-acw-event-id'], h['webhook-id']].find((x): x is string => typeof x === 'string');
@@ -149,7 +187,7 @@ export async function receive(io: CliIo, o: ReceiveOptions): Promise<void> {
         path: req.url,
         verified: v.ok,
         ...(v.ok
-          ? { scheme: v.scheme, ...(o.secret.length > 1 ? { secret_index: v.secretIndex } : {}) }
+          ? { scheme: v.scheme, ...(secrets.length > 1 ? { secret_index: v.secretIndex } : {}) }
           : { reason: v.reason, why: why(v.reason, sig.scheme, sig.missing, timestamp) }),
         ...(sig.missing.length > 0 ? { missing: sig.missing } : {}),
         answered: answer,

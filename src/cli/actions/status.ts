@@ -8,6 +8,8 @@ import { createPool } from '../../db/pool.js';
 import { readConfig } from '../config.js';
 import { EXIT, ExitError, type GlobalOptions } from '../exit.js';
 import { printJson, writeLine, type CliIo } from '../io.js';
+import { forPeople, printTable, type JsonOption } from '../table.js';
+import { databaseLine, PROCESS_HEADERS, processRow } from '../views.js';
 
 /**
  * `acw-webhooks status` and `acw-webhooks db url` (docs/operations.md#processes). Neither starts
@@ -45,11 +47,14 @@ interface Holder {
   mode: 'serve' | 'worker' | null;
 }
 
-export async function status(io: CliIo, o: GlobalOptions): Promise<void> {
+export async function status(io: CliIo, o: GlobalOptions & JsonOption): Promise<void> {
   const config = readConfig(io, o, { needSecrets: false });
   const where = databaseOf(config);
+  // On a terminal: the database in one line, then the processes as a table.
+  const people = forPeople(io, o);
+  const database = (d: Record<string, unknown>) => (people ? writeLine(io, databaseLine(d)) : printJson(io, { database: d }));
   if (!where) {
-    printJson(io, { database: { embedded: true, running: false, data_dir: config.database.data_dir } });
+    database({ embedded: true, running: false, data_dir: config.database.data_dir });
     io.stderr.write(`${notRunning(config)}\n`);
     return;
   }
@@ -68,20 +73,18 @@ export async function status(io: CliIo, o: GlobalOptions): Promise<void> {
     if (where.embedded) {
       const holders = await holdersOf(pool, processes);
       // The embedded server's fixed local credentials: its URL is what an application's outbox connects with.
-      printJson(io, {
-        database: {
-          embedded: true,
-          running: true,
-          url: where.url,
-          data_dir: config.database.data_dir,
-          server_pid: where.serverPid,
-          holders,
-        },
-      });
+      database({ embedded: true, running: true, url: where.url, data_dir: config.database.data_dir, server_pid: where.serverPid, holders });
     } else {
-      printJson(io, { database: { embedded: false, url: redactUrl(where.url) } });
+      database({ embedded: false, url: redactUrl(where.url) });
     }
-    for (const p of processes) if (!printJson(io, { process: p })) break;
+    if (people)
+      printTable(
+        io,
+        PROCESS_HEADERS,
+        processes.map((p) => processRow(p)),
+        'no serve or worker process has run yet',
+      );
+    else for (const p of processes) if (!printJson(io, { process: p })) break;
   } finally {
     await pool.end();
   }

@@ -10,13 +10,14 @@ export function registerJobs(program: Command, run: CliRun): void {
   const jobs = program.command('jobs').description('inspect and act on jobs');
   jobs
     .command('list')
-    .description('list jobs, newest first, as JSON lines')
+    .description('list jobs, newest first: a table on a terminal, JSON lines otherwise')
     .option('--status <status>', 'pending|running|completed|dead|cancelled')
     .option('--type <type>', 'job type, e.g. webhook.deliver')
     .option('--topic <topic>', 'event topic')
     .option('--endpoint <name>', 'endpoint name')
     .option('--event-id <uuid>', 'event id')
     .option('--limit <n>', 'at most this many', '50')
+    .option('--json', 'JSON lines even on a terminal (they are the output whenever stdout is not one)')
     .option('-c, --config <file>', 'config file')
     .action(lazy(run, actions, 'jobsList'));
   jobs
@@ -39,12 +40,15 @@ export function registerJobs(program: Command, run: CliRun): void {
     .action(lazy(run, actions, 'jobsCancel'));
   jobs
     .command('redrive')
-    .description('re-queue dead jobs matching the filter; prints {"count": N} (with --dry-run: how many match)')
+    .description(
+      're-queue dead jobs matching the filter; prints {"count": N} (--dry-run: how many match, with "dry_run": true; on a terminal, a sentence)',
+    )
     .option('--status <status>', 'only "dead", the default')
     .option('--since <duration>', 'only jobs that went dead within this long, e.g. 1h')
     .option('--topic <topic>', 'event topic')
     .option('--endpoint <name>', 'endpoint name')
     .option('--dry-run', 'count only; change nothing')
+    .option('--json', 'the JSON line even on a terminal')
     .option('-c, --config <file>', 'config file')
     .action(lazy(run, actions, 'jobsRedrive'));
 }
@@ -60,7 +64,8 @@ export function registerUsers(program: Command, run: CliRun): void {
     .action(lazy(run, actions, 'usersAdd'));
   users
     .command('list')
-    .description('list users (never tokens)')
+    .description('list users (never tokens): a table on a terminal, JSON lines otherwise')
+    .option('--json', 'JSON lines even on a terminal (they are the output whenever stdout is not one)')
     .option('-c, --config <file>', 'config file')
     .action(lazy(run, actions, 'usersList'));
   users
@@ -74,7 +79,9 @@ export function registerUsers(program: Command, run: CliRun): void {
 export function registerAlerts(program: Command, run: CliRun): void {
   program
     .command('alerts')
-    .description('alerts as JSON lines: the newest ones, or --follow to print the last 10 and keep listening (like tail -f)')
+    .description(
+      'alerts, the newest ones, or --follow to print the last 10 and keep listening (like tail -f): a table on a terminal ("no alerts" when there are none), JSON lines otherwise',
+    )
     .option('--follow', 'print the last alerts (10, or --limit), then each new one as it happens, until interrupted')
     .option('--since <id>', 'start after this alert id instead (replays every alert after it, with or without --follow)')
     .option(
@@ -89,6 +96,7 @@ export function registerAlerts(program: Command, run: CliRun): void {
     .option('--state <state>', 'only alerts open (their condition lasts, or nobody acknowledged them) or resolved')
     .option('--ack <id>', 'acknowledge this alert and print it (it resolves too, unless its condition still lasts)')
     .option('--ack-all', 'acknowledge every alert up to the newest now (of --action, if given) and print how many')
+    .option('--json', 'JSON lines even on a terminal (they are the output whenever stdout is not one)')
     .option('-c, --config <file>', 'config file')
     .action(lazy(run, actions, 'alerts'));
 }

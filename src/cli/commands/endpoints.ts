@@ -11,8 +11,9 @@ export function registerEndpoints(program: Command, run: CliRun): void {
   const endpoints = program.command('endpoints').description('endpoints: their state and health; pause and resume');
   endpoints
     .command('list')
-    .description('each configured endpoint as a JSON line: circuit, paused, held jobs, rate limit and recent health')
+    .description('each endpoint: circuit, paused, held jobs, rate limit and recent health; a table on a terminal, JSON lines otherwise')
     .option('--window-minutes <n>', 'health over this many minutes, 1 to 10080', '60')
+    .option('--json', 'JSON lines even on a terminal (they are the output whenever stdout is not one)')
     .option('-c, --config <file>', 'config file')
     .action(lazy(run, actions, 'endpointsList'));
   for (const [action, fn, help] of [

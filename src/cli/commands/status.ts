@@ -10,7 +10,8 @@ const actions = () => import('../actions/status.js');
 export function registerStatus(program: Command, run: CliRun): void {
   program
     .command('status')
-    .description('print the database and every registered serve and worker process (JSON lines)')
+    .description('print the database and every registered serve and worker process: short lines on a terminal, JSON lines otherwise')
+    .option('--json', 'JSON lines even on a terminal (they are the output whenever stdout is not one)')
     .option('-c, --config <file>', 'config file')
     .action(lazy(run, actions, 'status'));
 

@@ -100,7 +100,12 @@ export const jobAnswer = z.object({
 });
 
 export const attemptAnswer = z.object({
-  attempt: z.int(),
+  number: z.int().min(1).describe("its place among all of the job's attempts, every series together"),
+  series: z
+    .int()
+    .min(0)
+    .describe('0: the original attempts; n: the n-th time an operator sent the job again (retry, redrive or endpoint replay)'),
+  attempt: z.int().describe('its number within its series (each series counts up to max_attempts from 1)'),
   status_code: z.int().nullable().describe("the receiver's HTTP status; null when none came"),
   error_kind: z.string().nullable(),
   error: z.string().nullable(),
