@@ -10,6 +10,7 @@ import { ApiError } from '../../src/errors.js';
 import { buildBody, webhookJobId, webhookJobIdV5 } from '../../src/webhook/job.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { captureLogs, waitFor } from '../helpers/logs.js';
+import { refusal } from '../helpers/refusal.js';
 
 const NOW = Date.parse('2026-06-01T12:00:00.000Z');
 const H = 3_600_000;
@@ -21,16 +22,6 @@ function signal(): { fired: Promise<void>; fire: () => void } {
   const s = { fired: Promise.resolve(), fire: (): void => undefined };
   s.fired = new Promise<void>((resolve) => (s.fire = resolve));
   return s;
-}
-
-function refusal(fn: () => unknown): ApiError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof ApiError) return err;
-    throw err;
-  }
-  throw new Error('not refused');
 }
 
 describe('parseReplayRequest', () => {

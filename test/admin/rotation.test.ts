@@ -2,22 +2,17 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_OVERLAP, planRotation } from '../../src/admin/rotation.js';
 import { newSigningSecret as newSecret } from '../../src/crypto/signing-secret.js';
-import { ApiError } from '../../src/errors.js';
 import { isStandardSecret } from '../../src/config/rules.js';
 import { signingSecrets } from '../../src/webhook/sign.js';
+import { refusal as refusedWith } from '../helpers/refusal.js';
 
 const NOW = Date.parse('2026-12-01T06:00:00Z');
 const OLD = 'old-secret-0123456789';
 const NEW = 'new-secret-9876543210';
 
 function refusal(fn: () => unknown): { status: number; code: string; field: unknown; message: string } {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof ApiError) return { status: err.status, code: err.code, field: err.details?.['field'], message: err.message };
-    throw err;
-  }
-  throw new Error('not refused');
+  const err = refusedWith(fn);
+  return { status: err.status, code: err.code, field: err.details?.['field'], message: err.message };
 }
 
 describe('planRotation', () => {

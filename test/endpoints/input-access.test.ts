@@ -7,7 +7,7 @@ import { SecretBox, SecretBoxError } from '../../src/crypto/secret-box.js';
 import { checkServiceTopics, notFound, withinGrants, type Actor } from '../../src/endpoints/access.js';
 import { codecOf, headerContext, openHeaders, sealHeaders, secretContext } from '../../src/endpoints/codec.js';
 import { createEndpointInput, updateEndpointInput } from '../../src/endpoints/input.js';
-import { ApiError } from '../../src/errors.js';
+import { refusal } from '../helpers/refusal.js';
 
 const OK = { name: 'billing-hooks', url: 'https://hooks.example.com/acw', topics: ['billing.*'] };
 
@@ -136,16 +136,6 @@ describe('withinGrants', () => {
     expect(withinGrants(topic, grants)).toBe(ok);
   });
 });
-
-function refusal(fn: () => void): ApiError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof ApiError) return err;
-    throw err;
-  }
-  throw new Error('not refused');
-}
 
 describe('checkServiceTopics', () => {
   const service: Actor = { name: 'billing-svc', role: 'service' };

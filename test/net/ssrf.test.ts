@@ -5,11 +5,11 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Pool } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ApiError } from '../../src/errors.js';
 import { blockedRange, BlockedAddressError, MAX_URL_LENGTH, parseCidr, SsrfGuard, type HostLookup } from '../../src/net/ssrf.js';
 import { classifyError } from '../../src/webhook/classify.js';
 import { deliveryPoolOptions, sendWebhook } from '../../src/webhook/send.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { refusal } from '../helpers/refusal.js';
 
 /** [address, the range name it must be refused with]. */
 const BLOCKED: ReadonlyArray<readonly [string, string]> = [
@@ -97,16 +97,6 @@ function fixedLookup(table: Record<string, string[]>): HostLookup {
   };
 }
 
-function refusedWith(fn: () => unknown): ApiError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof ApiError) return err;
-    throw err;
-  }
-  throw new Error('not refused');
-}
-
 describe('blockedRange', () => {
   it.each(BLOCKED)('refuses %s as %s', (address, name) => {
     expect(blockedRange(address)?.name).toBe(name);
@@ -145,7 +135,7 @@ describe('checkUrl', () => {
     ['http://localhost:8080/', '127.0.0.1', 'loopback'],
     ['http://api.localhost./', '127.0.0.1', 'loopback'],
   ])('refuses %s as %s (%s), naming the field', (url, address, range) => {
-    const err = refusedWith(() => guard.checkUrl(url));
+    const err = refusal(() => guard.checkUrl(url));
     expect(err.status).toBe(400);
     expect(err.message).toMatch(/^url: /);
     expect(err.message).toContain(address);
@@ -168,14 +158,14 @@ describe('checkUrl', () => {
     ['https://user@example.com/', /user-info/],
     [`https://example.com/${'a'.repeat(MAX_URL_LENGTH)}`, /at most 2048 characters/],
   ])('refuses %s naming the field', (url, why) => {
-    const err = refusedWith(() => guard.checkUrl(url, 'url'));
+    const err = refusal(() => guard.checkUrl(url, 'url'));
     expect(err.message).toMatch(/^url: /);
     expect(err.message).toMatch(why);
     expect(err.message).not.toContain('pw');
   });
 
   it('refuses a non-string', () => {
-    expect(refusedWith(() => guard.checkUrl(42)).message).toBe('url: expected an http:// or https:// URL, got number');
+    expect(refusal(() => guard.checkUrl(42)).message).toBe('url: expected an http:// or https:// URL, got number');
   });
 
   it('lets allow_networks open a range: 127.0.0.0/8 admits 127.0.0.1 in every form', () => {
@@ -190,8 +180,8 @@ describe('checkUrl', () => {
       expect(() => open.checkUrl(url)).not.toThrow();
     }
     // Only what it lists: ::1 and 10/8 stay refused.
-    expect(refusedWith(() => open.checkUrl('http://[::1]/')).message).toContain('loopback');
-    expect(refusedWith(() => open.checkUrl('http://10.0.0.1/')).message).toContain('RFC 1918');
+    expect(refusal(() => open.checkUrl('http://[::1]/')).message).toContain('loopback');
+    expect(refusal(() => open.checkUrl('http://10.0.0.1/')).message).toContain('RFC 1918');
   });
 
   it('checkUrlResolved refuses a name that resolves into a blocked range, and accepts one that does not resolve', async () => {
