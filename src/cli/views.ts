@@ -102,3 +102,36 @@ export function processRow(p_: object, nowMs = Date.now()): Cell[] {
     typeof p['in_flight'] === 'number' ? p['in_flight'] : null,
   ];
 }
+
+/**
+ * What a person reading `endpoints show` at a terminal should do next, or undefined when the
+ * endpoint is healthy: the JSON says the state, this line says when it changes and how to act.
+ */
+export function endpointHint(e_: object): string | undefined {
+  const e = rec(e_);
+  const name = str(e['name']) ?? '?';
+  const circuit = obj(e['circuit']);
+  const failing = obj(e['failing']);
+  switch (str(e['health'])) {
+    case 'paused':
+      return `${name} is paused since ${shortTime(e['paused_at'])}: its jobs wait. Deliver again with: acw-webhooks endpoints resume ${name}`;
+    case 'down': {
+      const error = str(circuit?.['last_error']) ?? str(e['last_error']);
+      const probe = str(circuit?.['next_probe_at']);
+      return (
+        `${name} is down since ${shortTime(circuit?.['opened_at'] ?? circuit?.['since'])}${error ? ` (last error: ${error})` : ''}: ` +
+        `its jobs are held, spending no attempts. ${probe ? `Next probe ${shortTime(probe)}; or` : 'To'} probe now, once the receiver is back: ` +
+        `acw-webhooks endpoints resume ${name}`
+      );
+    }
+    case 'failing': {
+      const codes = Array.isArray(failing?.['status_codes']) ? failing['status_codes'].join(', ') : '';
+      return (
+        `${name} is failing since ${shortTime(failing?.['since'])}: its receiver refuses most deliveries${codes ? ` (${codes})` : ''}, ` +
+        `and they go dead without retry. Fix the receiver, then send a test delivery: POST /v1/endpoints/${name}/test`
+      );
+    }
+    default:
+      return undefined;
+  }
+}

@@ -60,6 +60,31 @@ describe('formatTable', () => {
 });
 
 describe('on a terminal', () => {
+  it('endpoints show: the JSON, and on stderr what to do next for a down, failing or paused endpoint (nothing when healthy or piped)', async () => {
+    await db.pool.query(`delete from endpoint_state where endpoint = 'default'`);
+    expect((await onTerminal('endpoints', 'show', 'default')).stderr).toBe('');
+    await db.pool.query(
+      `insert into endpoint_state (endpoint, circuit, circuit_since, opened_at, next_probe_at, last_error, last_error_at)
+       values ('default', 'open', now(), now(), now() + interval '30 seconds', 'HTTP 503', now())`,
+    );
+    const down = await onTerminal('endpoints', 'show', 'default');
+    expect(down.code).toBe(0);
+    expect(JSON.parse(down.stdout)).toMatchObject({ name: 'default', health: 'down' });
+    expect(down.stderr).toMatch(
+      /^default is down since \S+ \S+Z \(last error: HTTP 503\): .*Next probe \S+ \S+Z; or probe now.*: acw-webhooks endpoints resume default\n$/,
+    );
+    expect((await piped('endpoints', 'show', 'default')).stderr).toBe('');
+    await db.pool.query(
+      `update endpoint_state set circuit = 'closed', failing = true, failing_since = now(), failing_codes = '{422}' where endpoint = 'default'`,
+    );
+    expect((await onTerminal('endpoints', 'show', 'default')).stderr).toMatch(
+      /^default is failing since .*\(422\).*send a test delivery: POST \/v1\/endpoints\/default\/test\n$/,
+    );
+    await db.pool.query(`update endpoint_state set failing = false, paused = true, paused_at = now() where endpoint = 'default'`);
+    expect((await onTerminal('endpoints', 'show', 'default')).stderr).toMatch(/^default is paused since .*endpoints resume default\n$/);
+    await db.pool.query(`delete from endpoint_state where endpoint = 'default'`);
+  });
+
   it('users list: an aligned table, never wider than the terminal', async () => {
     expect((await piped('users', 'add', 'alice', '--role', 'viewer')).code).toBe(0);
     const r = await onTerminal('users', 'list');

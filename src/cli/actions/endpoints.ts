@@ -29,7 +29,7 @@ import { withDatabase } from '../database.js';
 import { EXIT, ExitError, type GlobalOptions } from '../exit.js';
 import { printJson, type CliIo } from '../io.js';
 import { forPeople, printTable, type JsonOption } from '../table.js';
-import { ENDPOINT_HEADERS, endpointRow } from '../views.js';
+import { ENDPOINT_HEADERS, endpointHint, endpointRow } from '../views.js';
 import { actor } from './admin.js';
 
 /**
@@ -163,7 +163,11 @@ export async function endpointsAdd(io: CliIo, name: string, o: EndpointFlags): P
 export async function endpointsShow(io: CliIo, name: string, o: GlobalOptions): Promise<void> {
   const config = readConfig(io, o, { needSecrets: false });
   await withDatabase(io, config, async (db) => {
-    printJson(io, await endpointView(db.pool, await allEndpoints(db.pool, config), name));
+    const view = await endpointView(db.pool, await allEndpoints(db.pool, config), name);
+    printJson(io, view);
+    // At a terminal, a line on what to do next when the endpoint is not healthy (stderr: the JSON stays whole).
+    const hint = io.isTTY === true ? endpointHint(view) : undefined;
+    if (hint !== undefined) io.stderr.write(`${hint}\n`);
   });
 }
 
