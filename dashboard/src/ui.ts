@@ -59,9 +59,22 @@ export function Status({ status }: { status: string }): VNode {
   return html`<span class=${`badge s-${status}`}>${status.replace('_', '-')}</span>`;
 }
 
-/** A table that scrolls sideways on a narrow screen (focusable, so the keyboard can scroll it too). */
-export function Table({ label, head, children }: { label: string; head: string[]; children: ComponentChildren }): VNode {
-  return html`<div class="table-wrap" tabindex="0" role="region" aria-label=${label}>
+/**
+ * A table that scrolls sideways on a narrow screen (focusable, so the keyboard can scroll it too);
+ * `stack`: on a narrow screen each row is a card instead, its cells labelled by their `data-label`.
+ */
+export function Table({
+  label,
+  head,
+  children,
+  stack = false,
+}: {
+  label: string;
+  head: string[];
+  children: ComponentChildren;
+  stack?: boolean;
+}): VNode {
+  return html`<div class=${stack ? 'table-wrap stack' : 'table-wrap'} tabindex="0" role="region" aria-label=${label}>
     <table>
       <caption class="sr-only">
         ${label}
