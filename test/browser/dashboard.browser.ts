@@ -656,6 +656,51 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     expect(await a11yProblems()).toEqual([]);
   });
 
+  it('alerts filter by open and resolved, and an admin acknowledges one, then all', async () => {
+    await page.goto(`${base}/#/alerts`);
+    await page.locator('.sse-live').waitFor();
+    const first = page.locator('tr[data-alert-id]').first();
+    const one = (await first.getAttribute('data-alert-id'))!;
+    await page.getByRole('button', { name: `Acknowledge alert ${one}` }).click();
+    await page
+      .getByRole('status')
+      .filter({ hasText: `Alert ${one} acknowledged.` })
+      .waitFor();
+    expect(await page.locator(`tr[data-alert-id="${one}"]`).textContent()).toContain('seen by admin-user');
+    const acked = (await api('GET', '/v1/alerts?acknowledged=true&limit=500', TOKENS.admin)).body.items as Array<{ id: number }>;
+    expect(acked.map((a) => String(a.id))).toEqual([one]);
+
+    // All: every alert not acknowledged yet, up to the newest the page has seen.
+    await page.getByLabel('Acknowledged').selectOption('false');
+    await page.waitForURL(`${base}/#/alerts?acknowledged=false`);
+    const before = (await api('GET', '/v1/alerts?acknowledged=false&limit=500', TOKENS.admin)).body.items as Array<{ id: number }>;
+    expect(before.length).toBeGreaterThan(1);
+    await expect.poll(() => page.locator('tr[data-alert-id]').count()).toBe(before.length);
+    await shoot('alerts-unacknowledged');
+    await page.getByRole('button', { name: 'Acknowledge all' }).click();
+    const done = page.getByRole('status').filter({ hasText: /^\d+ alerts acknowledged\.$/ });
+    await done.waitFor();
+    expect(Number((await done.textContent())!.split(' ')[0])).toBeGreaterThanOrEqual(before.length);
+    const left = (await api('GET', '/v1/alerts?acknowledged=false&limit=500', TOKENS.admin)).body.items as Array<{ id: number }>;
+    expect(left.filter((a) => before.some((b) => b.id === a.id))).toEqual([]);
+    await expect.poll(() => page.locator('tr[data-alert-id]').count()).toBe(left.length);
+
+    // Resolved: an acknowledged dead letter is resolved, a circuit still open stays open.
+    await page.getByLabel('Acknowledged').selectOption('');
+    await page.getByLabel('State').selectOption('resolved');
+    await page.waitForURL(`${base}/#/alerts?state=resolved`);
+    const resolved = (await api('GET', '/v1/alerts?state=resolved&limit=50', TOKENS.admin)).body.items as Array<{ id: number }>;
+    expect(resolved.length).toBeGreaterThan(0);
+    await expect.poll(() => page.locator('tr[data-alert-id]').count()).toBe(resolved.length);
+    expect(new Set(await page.locator('tr[data-alert-id] .badge').allTextContents())).toEqual(new Set(['resolved']));
+    await page.getByLabel('State').selectOption('open');
+    await page.waitForURL(`${base}/#/alerts?state=open`);
+    const open = (await api('GET', '/v1/alerts?state=open&limit=50', TOKENS.admin)).body.items as Array<{ id: number }>;
+    await expect.poll(() => page.locator('tr[data-alert-id]').count()).toBe(open.length);
+    await shoot('alerts-open');
+    expect(await a11yProblems()).toEqual([]);
+  });
+
   it('every page has its landmarks, one h1, labelled controls, named buttons and links, unique ids, and no serious axe-core violation', async () => {
     const jobId = (await db.pool.query(`select id from jobs order by created_at desc limit 1`)).rows[0].id as string;
     for (const hash of ['#/', '#/jobs', `#/jobs/${jobId}`, '#/dead', '#/endpoints', '#/alerts']) {
