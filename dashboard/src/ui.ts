@@ -46,7 +46,9 @@ export function relative(iso: string, now: number): string {
 export function Time({ iso }: { iso: string | null | undefined }): VNode {
   const now = useNow();
   if (!iso) return html`<span class="muted">—</span>`;
-  return html`<time datetime=${iso} title=${iso}>${absolute(iso)} <span class="rel">(${relative(iso, now)})</span></time>`;
+  return html`<time datetime=${iso} title=${iso}
+    ><span class="abs">${absolute(iso)}</span> <span class="rel">(${relative(iso, now)})</span></time
+  >`;
 }
 
 export function ErrorNote({ error }: { error: unknown }): VNode | null {

@@ -701,6 +701,67 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     expect(await a11yProblems()).toEqual([]);
   });
 
+  it('the layout holds at 1280 and 390 px: action buttons on screen, no table clipped, legends without placeholders, whole date placeholders', async () => {
+    // At 1280 px the last action of the endpoints table (Replay) is inside the table's box, not scrolled away.
+    await page.goto(`${base}/#/endpoints`);
+    const table = page.getByRole('region', { name: 'Endpoints', exact: true });
+    const replay = page.getByRole('button', { name: 'Replay stuck' });
+    await replay.waitFor();
+    const [t, r] = [(await table.boundingBox())!, (await replay.boundingBox())!];
+    expect(r.x + r.width).toBeLessThanOrEqual(t.x + t.width);
+    expect(await table.evaluate((el) => el.scrollWidth <= el.clientWidth)).toBe(true);
+    // At 390 px the overview's endpoints are cards: nothing wider than the screen, the actions reachable.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.goto(`${base}/#/`);
+    const overview = page.locator('section[aria-labelledby="ep-h"] .table-wrap');
+    await overview.getByRole('button', { name: 'Pause stuck' }).waitFor();
+    expect(await overview.evaluate((el) => el.scrollWidth <= el.clientWidth)).toBe(true);
+    expect(await page.evaluate<number>('document.documentElement.scrollWidth')).toBeLessThanOrEqual(390);
+    const pause = (await overview.getByRole('button', { name: 'Pause stuck' }).boundingBox())!;
+    expect(pause.x + pause.width).toBeLessThanOrEqual(390);
+    await page.setViewportSize({ width: 1280, height: 800 });
+    // The chart legends name their series, with no `--` value standing in for the pointer's, and
+    // fit their chart at both widths.
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 800 });
+      await page.goto(`${base}/#/`);
+      await page.locator('figure.chart canvas').nth(1).waitFor();
+      const legends = page.locator('figure.chart .legend');
+      expect(await legends.allTextContents()).toEqual(['deliveries/minfailed %', 'deliveries/minfailed %']);
+      expect(await page.locator('figure.chart').allTextContents()).not.toContainEqual(expect.stringContaining('--'));
+      for (let i = 0; i < 2; i++) {
+        const [fig, leg] = [(await page.locator('figure.chart').nth(i).boundingBox())!, (await legends.nth(i).boundingBox())!];
+        for (const item of await legends.nth(i).locator('li').all()) {
+          const b = (await item.boundingBox())!;
+          expect(b.x + b.width, `legend ${i} at ${width} px`).toBeLessThanOrEqual(fig.x + fig.width);
+        }
+        expect(leg.x).toBeGreaterThanOrEqual(fig.x);
+      }
+    }
+    // Time fields are wide enough for their placeholder, at both widths.
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 800 });
+      for (const [hash, id] of [
+        ['#/jobs', 'f-after'],
+        ['#/jobs', 'f-before'],
+        ['#/dead', 'r-since'],
+      ] as const) {
+        await page.goto(`${base}/${hash}`);
+        await page.locator(`#${id}`).waitFor();
+        // Run in the page (this file is not compiled with the DOM's types): the placeholder's width in the input's font.
+        const fits = await page.evaluate<{ text: number; room: number }>(`(() => {
+          const el = document.getElementById('${id}');
+          const s = getComputedStyle(el);
+          const c = document.createElement('canvas').getContext('2d');
+          c.font = s.fontSize + ' ' + s.fontFamily;
+          return { text: c.measureText(el.placeholder).width, room: el.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight) };
+        })()`);
+        expect(fits.text, `#${id} at ${width} px`).toBeLessThanOrEqual(fits.room);
+      }
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
   it('every page has its landmarks, one h1, labelled controls, named buttons and links, unique ids, and no serious axe-core violation', async () => {
     const jobId = (await db.pool.query(`select id from jobs order by created_at desc limit 1`)).rows[0].id as string;
     for (const hash of ['#/', '#/jobs', `#/jobs/${jobId}`, '#/dead', '#/endpoints', '#/alerts']) {

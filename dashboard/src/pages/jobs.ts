@@ -130,6 +130,7 @@ export function JobsPage({ query }: { query: URLSearchParams }): VNode {
         <label for="f-after">Created after</label>
         <input
           id="f-after"
+          class="when"
           name="created_after"
           value=${filter.created_after}
           placeholder="1h or 2026-12-01T08:00:00Z"
@@ -141,6 +142,7 @@ export function JobsPage({ query }: { query: URLSearchParams }): VNode {
         <label for="f-before">Created before</label>
         <input
           id="f-before"
+          class="when"
           name="created_before"
           value=${filter.created_before}
           placeholder="30m or an RFC 3339 time"

@@ -16,7 +16,7 @@ const CARDS: Array<[key: Exclude<keyof Stats['queue'], 'estimated'>, status: str
 ];
 
 function ProcessesTable({ items }: { items: WorkerProcess[] }): VNode {
-  return html`<${Table} label="Processes" head=${['Process', 'State', 'Version', 'Started', 'Last seen', 'In flight', 'Runners']}>
+  return html`<${Table} label="Processes" head=${['Process', 'State', 'Version', 'Started', 'Last seen', 'In flight', 'Runners']} stack>
     ${items.map(
       (p) =>
         html`<tr class=${p.gone ? 'gone' : ''}>
@@ -24,12 +24,14 @@ function ProcessesTable({ items }: { items: WorkerProcess[] }): VNode {
             <span class="name">${p.mode} ${p.host}:${p.pid}</span>
             <div class="muted small">${p.id}${p.jobs ? '' : ', jobs off'}</div>
           </th>
-          <td>${p.gone ? html`<span class="badge s-dead">gone</span>` : html`<span class="badge s-completed">running</span>`}</td>
-          <td>${p.version}</td>
-          <td><${Time} iso=${p.started_at} /></td>
-          <td><${Time} iso=${p.last_seen} /></td>
-          <td>${p.in_flight}</td>
-          <td>
+          <td data-label="State">
+            ${p.gone ? html`<span class="badge s-dead">gone</span>` : html`<span class="badge s-completed">running</span>`}
+          </td>
+          <td data-label="Version">${p.version}</td>
+          <td data-label="Started"><${Time} iso=${p.started_at} /></td>
+          <td data-label="Last seen"><${Time} iso=${p.last_seen} /></td>
+          <td data-label="In flight">${p.in_flight}</td>
+          <td data-label="Runners">
             ${p.runners.length ? p.runners.map((r) => html`<code class="topic">${r}</code> `) : html`<span class="muted">none</span>`}
           </td>
         </tr>`,
