@@ -47,7 +47,9 @@ export function DeliveriesChart({ stats, label }: { stats: Stats; label: string 
       {
         width: Math.max(240, el.clientWidth),
         height: 160,
-        legend: { show: true },
+        // Our own legend below: uPlot's shows `--` for each value until the pointer is over the chart,
+        // and was cut off at the side of a narrow chart.
+        legend: { show: false },
         cursor: { drag: { x: false, y: false } },
         scales: { x: { time: true }, pct: { range: [0, 100] } },
         axes: [axis, { ...axis, size: 44 }, { ...axis, scale: 'pct', side: 1, size: 52, values: (_u, v) => v.map((x) => `${x}%`) }],
@@ -74,5 +76,9 @@ export function DeliveriesChart({ stats, label }: { stats: Stats; label: string 
       role="img"
       aria-label=${`${label}: ${stats.deliveries.per_minute.toFixed(1)} deliveries per minute on average, ${(100 * stats.deliveries.failure_rate).toFixed(1)}% failed`}
     ></div>
+    <ul class="legend">
+      <li><span class="mark m-rate"></span>deliveries/min</li>
+      <li><span class="mark m-fail"></span>failed %</li>
+    </ul>
   </figure>`;
 }

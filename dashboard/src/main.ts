@@ -114,7 +114,7 @@ function Shell({ me, route, onSignOut }: { me: Me; route: Route; onSignOut: () =
       page = html`<${EndpointsPage} admin=${admin} />`;
       break;
     case 'alerts':
-      page = html`<${AlertsPage} onRead=${refreshUnread} />`;
+      page = html`<${AlertsPage} onRead=${refreshUnread} admin=${admin} query=${route.query} />`;
       break;
     default:
       page = html`<${OverviewPage} admin=${admin} />`;

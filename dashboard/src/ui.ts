@@ -46,7 +46,9 @@ export function relative(iso: string, now: number): string {
 export function Time({ iso }: { iso: string | null | undefined }): VNode {
   const now = useNow();
   if (!iso) return html`<span class="muted">—</span>`;
-  return html`<time datetime=${iso} title=${iso}>${absolute(iso)} <span class="rel">(${relative(iso, now)})</span></time>`;
+  return html`<time datetime=${iso} title=${iso}
+    ><span class="abs">${absolute(iso)}</span> <span class="rel">(${relative(iso, now)})</span></time
+  >`;
 }
 
 export function ErrorNote({ error }: { error: unknown }): VNode | null {
@@ -59,9 +61,22 @@ export function Status({ status }: { status: string }): VNode {
   return html`<span class=${`badge s-${status}`}>${status.replace('_', '-')}</span>`;
 }
 
-/** A table that scrolls sideways on a narrow screen (focusable, so the keyboard can scroll it too). */
-export function Table({ label, head, children }: { label: string; head: string[]; children: ComponentChildren }): VNode {
-  return html`<div class="table-wrap" tabindex="0" role="region" aria-label=${label}>
+/**
+ * A table that scrolls sideways on a narrow screen (focusable, so the keyboard can scroll it too);
+ * `stack`: on a narrow screen each row is a card instead, its cells labelled by their `data-label`.
+ */
+export function Table({
+  label,
+  head,
+  children,
+  stack = false,
+}: {
+  label: string;
+  head: string[];
+  children: ComponentChildren;
+  stack?: boolean;
+}): VNode {
+  return html`<div class=${stack ? 'table-wrap stack' : 'table-wrap'} tabindex="0" role="region" aria-label=${label}>
     <table>
       <caption class="sr-only">
         ${label}

@@ -323,10 +323,10 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     await page.goto(`${base}/#/endpoints`);
     await page.getByRole('button', { name: 'Pause default' }).click();
     await page.getByRole('status').filter({ hasText: 'default paused' }).waitFor();
-    await page.locator('.badge.s-paused').waitFor();
+    await page.locator('.badge.h-paused').waitFor();
     expect((await api('GET', '/v1/endpoints', TOKENS.admin)).body.items[0].paused).toBe(true);
     await page.goto(`${base}/#/`);
-    await page.getByRole('heading', { name: 'Endpoints not delivering' }).waitFor();
+    await page.getByRole('heading', { name: 'Endpoints that need attention' }).waitFor();
     await page.locator('figure.chart canvas').first().waitFor();
     await shoot('overview-paused');
     await page.goto(`${base}/#/endpoints`);
@@ -460,7 +460,7 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
       const v = await newPage(vctx);
       await v.goto(`${base}/#/endpoints`);
       await signIn(v, TOKENS.viewer);
-      await v.getByRole('region', { name: 'Endpoints' }).waitFor();
+      await v.getByRole('region', { name: 'Endpoints', exact: true }).waitFor();
       await v.getByRole('rowheader', { name: /^made/ }).waitFor();
       expect(await v.getByRole('button', { name: /^(Pause|Resume|Send a test|Create endpoint|Edit|Rotate secret|Replay)/ }).count()).toBe(
         0,
@@ -525,7 +525,7 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
 
   it('an expired session goes back to sign-in and then to the page the user was on', async () => {
     await page.goto(`${base}/#/endpoints`);
-    await page.getByRole('region', { name: 'Endpoints' }).waitFor();
+    await page.getByRole('region', { name: 'Endpoints', exact: true }).waitFor();
     await db.pool.query(`update sessions set expires_at = now() - interval '1 second'`);
     await page.getByRole('link', { name: 'Jobs' }).click();
     await page.getByText('Your session has ended').waitFor();
@@ -576,6 +576,190 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     expect(await page.locator('tr[data-alert-id]').count()).toBe(before + 3);
     // Newest first.
     expect(await page.locator('tr[data-alert-id]').first().getAttribute('data-alert-id')).toBe(ids[2]);
+  });
+
+  it('a failing and a down endpoint get a banner with the last error and the next probe; a held job says why it waits', async () => {
+    // refuser: up, but refusing what it gets (its state as the failing judge leaves it, docs/operations.md#failing-endpoints).
+    // stuck: its circuit open with the next probe an hour away, and a job it holds.
+    for (const name of ['refuser', 'stuck'])
+      expect((await api('POST', '/v1/endpoints', TOKENS.admin, { name, url: `${rx.url}/${name}`, topics: [`${name}.check`] })).status).toBe(
+        201,
+      );
+    // Creating an endpoint writes its state row afresh: the failing state goes over it.
+    await db.pool.query(
+      `update endpoint_state set failing = true, failing_since = now() - interval '5 minutes', failing_codes = '{422}',
+         last_error = 'HTTP 422: schema mismatch', last_error_at = now(), updated_at = now()
+       where endpoint = 'refuser'`,
+    );
+    // Claims read the circuit in SQL, so no delivery goes out once this is written.
+    await db.pool.query(
+      `update endpoint_state set circuit = 'open', circuit_since = now(), opened_at = now() - interval '3 minutes',
+         next_probe_at = now() + interval '1 hour', consecutive_failures = 10, last_error = 'connect ECONNREFUSED',
+         last_error_at = now(), updated_at = now()
+       where endpoint = 'stuck'`,
+    );
+    await db.pool.query(`select pg_notify('public.acw_endpoints', 'stuck')`);
+    const heldJob = await waitStatus(await notify({ held: 'circuit' }, 'stuck.check'), 'pending');
+    expect((await api('GET', '/v1/endpoints/stuck', TOKENS.admin)).body.health).toBe('down');
+    // Open longer than alert_after: its opened alert comes, which the next test acknowledges with the rest.
+    await waitFor(
+      async () =>
+        (await db.pool.query(`select id from audit_log where action = 'endpoint.circuit_opened' and target_id = 'stuck'`)).rows[0],
+      20_000,
+      100,
+    );
+
+    for (const hash of ['#/endpoints', '#/']) {
+      await page.goto(`${base}/${hash}`);
+      const banner = page.getByRole('region', { name: 'Endpoints that need attention' });
+      const refuser = banner.locator('li[data-endpoint="refuser"]');
+      await refuser.waitFor();
+      expect(await refuser.textContent()).toMatch(
+        /failing: its receiver refuses deliveries\s*\(422\) since .*last error: HTTP 422: schema mismatch/s,
+      );
+      const stuck = banner.locator('li[data-endpoint="stuck"]');
+      expect(await stuck.textContent()).toMatch(
+        /down: circuit open since .*1 held job, next probe .*\(in (59 min|1 h 0 min)\).*last error: connect ECONNREFUSED/s,
+      );
+    }
+    await page.goto(`${base}/#/endpoints`);
+    await page.getByRole('region', { name: 'Endpoints that need attention' }).waitFor();
+    const table = page.getByRole('region', { name: 'Endpoints', exact: true });
+    expect(
+      await table
+        .getByRole('row', { name: /^refuser/ })
+        .locator('.badge')
+        .first()
+        .textContent(),
+    ).toBe('failing');
+    expect(
+      await table
+        .getByRole('row', { name: /^stuck/ })
+        .locator('.badge')
+        .first()
+        .textContent(),
+    ).toBe('down');
+    await shoot('endpoints-failing');
+
+    // The job's line in the list and its page: held, not an overdue run time.
+    await page.goto(`${base}/#/jobs?endpoint=stuck`);
+    const row = page.getByRole('region', { name: 'Jobs' }).getByRole('row', { name: new RegExp(`^${heldJob.slice(0, 8)}`) });
+    await row.waitFor();
+    expect(await row.locator('.held').textContent()).toMatch(/^held: circuit open since .*, next probe .*\(in (59 min|1 h 0 min)\)$/);
+    await shoot('jobs-held');
+    await page.goto(`${base}/#/jobs/${heldJob}`);
+    const held = page.locator('dl.facts .held');
+    await held.waitFor();
+    expect(await held.textContent()).toMatch(/^held: circuit open since .*\(3 min ago\), next probe .*\(in (59 min|1 h 0 min)\)$/);
+    expect(await page.locator('dl.facts dt').allTextContents()).not.toContain('Next try');
+    await shoot('job-held');
+    expect(await a11yProblems()).toEqual([]);
+  });
+
+  it('alerts filter by open and resolved, and an admin acknowledges one, then all', async () => {
+    await page.goto(`${base}/#/alerts`);
+    await page.locator('.sse-live').waitFor();
+    const first = page.locator('tr[data-alert-id]').first();
+    const one = (await first.getAttribute('data-alert-id'))!;
+    await page.getByRole('button', { name: `Acknowledge alert ${one}` }).click();
+    await page
+      .getByRole('status')
+      .filter({ hasText: `Alert ${one} acknowledged.` })
+      .waitFor();
+    expect(await page.locator(`tr[data-alert-id="${one}"]`).textContent()).toContain('seen by admin-user');
+    const acked = (await api('GET', '/v1/alerts?acknowledged=true&limit=500', TOKENS.admin)).body.items as Array<{ id: number }>;
+    expect(acked.map((a) => String(a.id))).toEqual([one]);
+
+    // All: every alert not acknowledged yet, up to the newest the page has seen.
+    await page.getByLabel('Acknowledged').selectOption('false');
+    await page.waitForURL(`${base}/#/alerts?acknowledged=false`);
+    const before = (await api('GET', '/v1/alerts?acknowledged=false&limit=500', TOKENS.admin)).body.items as Array<{ id: number }>;
+    expect(before.length).toBeGreaterThan(1);
+    await expect.poll(() => page.locator('tr[data-alert-id]').count()).toBe(before.length);
+    await shoot('alerts-unacknowledged');
+    await page.getByRole('button', { name: 'Acknowledge all' }).click();
+    const done = page.getByRole('status').filter({ hasText: /^\d+ alerts acknowledged\.$/ });
+    await done.waitFor();
+    expect(Number((await done.textContent())!.split(' ')[0])).toBeGreaterThanOrEqual(before.length);
+    const left = (await api('GET', '/v1/alerts?acknowledged=false&limit=500', TOKENS.admin)).body.items as Array<{ id: number }>;
+    expect(left.filter((a) => before.some((b) => b.id === a.id))).toEqual([]);
+    await expect.poll(() => page.locator('tr[data-alert-id]').count()).toBe(left.length);
+
+    // Resolved: an acknowledged dead letter is resolved, a circuit still open stays open.
+    await page.getByLabel('Acknowledged').selectOption('');
+    await page.getByLabel('State').selectOption('resolved');
+    await page.waitForURL(`${base}/#/alerts?state=resolved`);
+    const resolved = (await api('GET', '/v1/alerts?state=resolved&limit=50', TOKENS.admin)).body.items as Array<{ id: number }>;
+    expect(resolved.length).toBeGreaterThan(0);
+    await expect.poll(() => page.locator('tr[data-alert-id]').count()).toBe(resolved.length);
+    expect(new Set(await page.locator('tr[data-alert-id] .badge').allTextContents())).toEqual(new Set(['resolved']));
+    await page.getByLabel('State').selectOption('open');
+    await page.waitForURL(`${base}/#/alerts?state=open`);
+    const open = (await api('GET', '/v1/alerts?state=open&limit=50', TOKENS.admin)).body.items as Array<{ id: number }>;
+    await expect.poll(() => page.locator('tr[data-alert-id]').count()).toBe(open.length);
+    await shoot('alerts-open');
+    expect(await a11yProblems()).toEqual([]);
+  });
+
+  it('the layout holds at 1280 and 390 px: action buttons on screen, no table clipped, legends without placeholders, whole date placeholders', async () => {
+    // At 1280 px the last action of the endpoints table (Replay) is inside the table's box, not scrolled away.
+    await page.goto(`${base}/#/endpoints`);
+    const table = page.getByRole('region', { name: 'Endpoints', exact: true });
+    const replay = page.getByRole('button', { name: 'Replay stuck' });
+    await replay.waitFor();
+    const [t, r] = [(await table.boundingBox())!, (await replay.boundingBox())!];
+    expect(r.x + r.width).toBeLessThanOrEqual(t.x + t.width);
+    expect(await table.evaluate((el) => el.scrollWidth <= el.clientWidth)).toBe(true);
+    // At 390 px the overview's endpoints are cards: nothing wider than the screen, the actions reachable.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.goto(`${base}/#/`);
+    const overview = page.locator('section[aria-labelledby="ep-h"] .table-wrap');
+    await overview.getByRole('button', { name: 'Pause stuck' }).waitFor();
+    expect(await overview.evaluate((el) => el.scrollWidth <= el.clientWidth)).toBe(true);
+    expect(await page.evaluate<number>('document.documentElement.scrollWidth')).toBeLessThanOrEqual(390);
+    const pause = (await overview.getByRole('button', { name: 'Pause stuck' }).boundingBox())!;
+    expect(pause.x + pause.width).toBeLessThanOrEqual(390);
+    await page.setViewportSize({ width: 1280, height: 800 });
+    // The chart legends name their series, with no `--` value standing in for the pointer's, and
+    // fit their chart at both widths.
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 800 });
+      await page.goto(`${base}/#/`);
+      await page.locator('figure.chart canvas').nth(1).waitFor();
+      const legends = page.locator('figure.chart .legend');
+      expect(await legends.allTextContents()).toEqual(['deliveries/minfailed %', 'deliveries/minfailed %']);
+      expect(await page.locator('figure.chart').allTextContents()).not.toContainEqual(expect.stringContaining('--'));
+      for (let i = 0; i < 2; i++) {
+        const [fig, leg] = [(await page.locator('figure.chart').nth(i).boundingBox())!, (await legends.nth(i).boundingBox())!];
+        for (const item of await legends.nth(i).locator('li').all()) {
+          const b = (await item.boundingBox())!;
+          expect(b.x + b.width, `legend ${i} at ${width} px`).toBeLessThanOrEqual(fig.x + fig.width);
+        }
+        expect(leg.x).toBeGreaterThanOrEqual(fig.x);
+      }
+    }
+    // Time fields are wide enough for their placeholder, at both widths.
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 800 });
+      for (const [hash, id] of [
+        ['#/jobs', 'f-after'],
+        ['#/jobs', 'f-before'],
+        ['#/dead', 'r-since'],
+      ] as const) {
+        await page.goto(`${base}/${hash}`);
+        await page.locator(`#${id}`).waitFor();
+        // Run in the page (this file is not compiled with the DOM's types): the placeholder's width in the input's font.
+        const fits = await page.evaluate<{ text: number; room: number }>(`(() => {
+          const el = document.getElementById('${id}');
+          const s = getComputedStyle(el);
+          const c = document.createElement('canvas').getContext('2d');
+          c.font = s.fontSize + ' ' + s.fontFamily;
+          return { text: c.measureText(el.placeholder).width, room: el.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight) };
+        })()`);
+        expect(fits.text, `#${id} at ${width} px`).toBeLessThanOrEqual(fits.room);
+      }
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
   });
 
   it('every page has its landmarks, one h1, labelled controls, named buttons and links, unique ids, and no serious axe-core violation', async () => {

@@ -1,8 +1,9 @@
 import { html } from 'htm/preact';
 import type { VNode } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
-import { ALERT_ACTIONS, api, type Alert, type Notification, type Page } from '../api.js';
-import { ErrorNote, MoreButton, Table, Time, useAction, usePaged } from '../ui.js';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { ALERT_ACTIONS, api, qs, type Alert, type Page } from '../api.js';
+import { duration, ErrorNote, navigate, Table, Time, useAction } from '../ui.js';
+import { Notifications } from './notifications.js';
 
 const LABEL: Record<string, string> = {
   'webhook.dead_letter': 'Webhook dead letter',
@@ -14,52 +15,89 @@ const LABEL: Record<string, string> = {
   'endpoint.failing_resolved': 'Endpoint no longer failing',
 };
 
+const num = (a: Alert, k: string): number | null => (typeof a[k] === 'number' ? (a[k] as number) : null);
+
 function describe(a: Alert): VNode {
   const jobId = typeof a.job_id === 'string' ? a.job_id : null;
-  const parts = [a.endpoint, a.topic, a.reason ?? a.last_error ?? a.error].filter((x) => typeof x === 'string' && x);
+  const parts = [a.endpoint, a.topic, a.reason ?? a.last_error ?? a.error].filter((x) => typeof x === 'string' && x) as string[];
+  // What a resolving alert says about the condition it ends (docs/operations.md#alerts).
+  const down = num(a, 'downtime_ms');
+  if (down !== null) parts.push(`down ${duration(down / 1000)}`);
+  const held = num(a, 'held_deliveries');
+  if (held !== null) parts.push(`${held} deliveries held`);
+  const dead = num(a, 'dead_jobs');
+  if (dead !== null) parts.push(`${dead} jobs went dead meanwhile`);
+  if (Array.isArray(a.status_codes) && a.status_codes.length) parts.push(`answered ${a.status_codes.join(', ')}`);
+  if (a.flaps > 0) parts.push(`${a.flaps} flap${a.flaps === 1 ? '' : 's'}`);
   return html`${jobId ? html`<a href=${`#/jobs/${jobId}`} class="mono">${jobId.slice(0, 8)}</a> ` : null}${parts.join(' · ')}`;
 }
 
-/** A notification's data in a line: its job as a link, then its short scalar fields. */
-function summary(data: unknown): VNode {
-  if (!data || typeof data !== 'object') return html`<code>${JSON.stringify(data)}</code>`;
-  const d = data as Record<string, unknown>;
-  const jobId = typeof d.job_id === 'string' ? d.job_id : null;
-  const shown = (k: string): boolean => typeof d[k] === 'string' || typeof d[k] === 'number';
-  const known = ['endpoint', 'topic', 'reason', 'last_error'].filter(shown);
-  const keys = known.length > 0 ? known : Object.keys(d).filter((k) => k !== 'job_id' && k !== 'audit_id' && shown(k));
-  const parts = keys.slice(0, 4).map((k) => String(d[k]).slice(0, 120));
-  return html`${jobId ? html`<a href=${`#/jobs/${jobId}`} class="mono">${jobId.slice(0, 8)}</a> ` : null}${parts.join(' · ')}`;
+/** The alert a resolving one ends (circuit closed, no longer failing), if it names it. */
+const resolves = (a: Alert): number | null => num(a, 'open_alert_id') ?? num(a, 'failing_alert_id');
+
+interface Filter {
+  state: string;
+  acknowledged: string;
+}
+
+const matches = (a: Alert, f: Filter): boolean =>
+  (!f.state || a.state === f.state) && (!f.acknowledged || (a.acknowledged_at !== null) === (f.acknowledged === 'true'));
+
+function StateCell({ a }: { a: Alert }): VNode {
+  return html`<span class=${`badge a-${a.state}`}>${a.state}</span>
+    ${a.acknowledged_at ? html`<div class="muted small">seen by ${a.acknowledged_by ?? 'someone'} <${Time} iso=${a.acknowledged_at} /></div>` : null}`;
 }
 
 /**
- * Alerts, newest first: the first page from GET /v1/alerts, then live over SSE from the newest one
- * seen (`since`), so nothing falls between the two; EventSource resends Last-Event-ID on a
- * reconnect, so a dropped connection resumes where it stopped.
+ * Alerts, newest first: the first page from GET /v1/alerts (filtered by state and acknowledgement),
+ * then live over SSE from the newest one seen (`since`), so nothing falls between the two;
+ * EventSource resends Last-Event-ID on a reconnect, so a dropped connection resumes where it stopped.
  */
-function LiveAlerts(): VNode {
+function LiveAlerts({ filter, admin }: { filter: Filter; admin: boolean }): VNode {
   const [items, setItems] = useState<Alert[]>([]);
   const [next, setNext] = useState<string | null>(null);
   const [state, setState] = useState<'connecting' | 'live' | 'reconnecting'>('connecting');
   const [error, setError] = useState<unknown>(null);
   const [announce, setAnnounce] = useState('');
   const [loaded, setLoaded] = useState(false);
+  const [gen, setGen] = useState(0);
+  const [run, note, busy] = useAction();
+  /** The newest alert this page has been told of, whatever the filter: "acknowledge all" goes up to it, no further. */
+  const newest = useRef(0);
+  const path = `v1/alerts${qs({ limit: 50, state: filter.state, acknowledged: filter.acknowledged })}`;
   useEffect(() => {
     let es: EventSource | null = null;
     let closed = false;
-    api<Page<Alert>>('GET', 'v1/alerts?limit=50')
-      .then((page) => {
+    setLoaded(false);
+    // The newest alert of all first, then the page: one raised between the two reads is in both, and shown once.
+    api<Page<Alert>>('GET', 'v1/alerts?limit=1')
+      .then(async (top) => [await api<Page<Alert>>('GET', path), top] as const)
+      .then(([page, top]) => {
         if (closed) return;
         setItems(page.items);
         setNext(page.next_cursor);
         setLoaded(true);
-        const since = page.items[0]?.id ?? 0;
+        // The stream starts after the newest alert of all, not of the filter: older ones are in the page.
+        const since = top.items[0]?.id ?? 0;
+        newest.current = Math.max(newest.current, since);
         es = new EventSource(since ? `v1/alerts/stream?since=${since}` : 'v1/alerts/stream');
         es.addEventListener('open', () => setState('live'));
         es.addEventListener('error', () => setState('reconnecting'));
         const on = (e: MessageEvent<string>): void => {
           const a = JSON.parse(e.data) as Alert;
-          setItems((prev) => (prev.some((p) => p.id === a.id) ? prev : [a, ...prev]));
+          newest.current = Math.max(newest.current, a.id);
+          const ended = resolves(a);
+          setItems((prev) => {
+            // The alert this one resolves reads resolved now (and leaves a list of open ones).
+            let list =
+              ended === null
+                ? prev
+                : prev.map((p) =>
+                    p.id === ended ? { ...p, state: 'resolved' as const, resolved_at: a.created_at, resolved_by: a.id } : p,
+                  );
+            list = list.filter((p) => matches(p, filter));
+            return matches(a, filter) && !list.some((p) => p.id === a.id) ? [a, ...list] : list;
+          });
           setAnnounce(`New alert: ${LABEL[a.action] ?? a.action}`);
         };
         for (const action of ALERT_ACTIONS) es.addEventListener(action, on as EventListener);
@@ -69,25 +107,76 @@ function LiveAlerts(): VNode {
       closed = true;
       es?.close();
     };
-  }, []);
+  }, [path, gen]);
   const older = (): void => {
     if (!next) return;
-    api<Page<Alert>>('GET', `v1/alerts?limit=50&cursor=${encodeURIComponent(next)}`)
+    api<Page<Alert>>('GET', `${path}&cursor=${encodeURIComponent(next)}`)
       .then((page) => {
         setItems((prev) => [...prev, ...page.items.filter((a) => !prev.some((p) => p.id === a.id))]);
         setNext(page.next_cursor);
       })
       .catch(setError);
   };
+  const ack = (a: Alert): void =>
+    void run(async () => {
+      const done = await api<Alert>('POST', `v1/alerts/${a.id}/ack`);
+      setItems((prev) => prev.map((p) => (p.id === a.id ? done : p)).filter((p) => matches(p, filter)));
+      return `Alert ${a.id} acknowledged.`;
+    });
+  const ackAll = (): void =>
+    void run(async () => {
+      const r = await api<{ acknowledged: number; up_to: number }>(
+        'POST',
+        'v1/alerts/ack',
+        newest.current ? { up_to: newest.current } : {},
+      );
+      setGen((g) => g + 1);
+      return r.acknowledged === 0 ? 'Nothing to acknowledge.' : `${r.acknowledged} alert${r.acknowledged === 1 ? '' : 's'} acknowledged.`;
+    });
+  const head = ['When', 'Alert', 'Details', 'State'];
   return html`<section aria-labelledby="alerts-h">
     <h2 id="alerts-h">Live alerts <span class=${`sse sse-${state}`} role="status">${state === 'live' ? 'live' : state}</span></h2>
     <p class="sr-only" aria-live="polite">${announce}</p>
+    <form class="filters" aria-label="Filter alerts" onSubmit=${(e: Event) => e.preventDefault()}>
+      <div>
+        <label for="a-state">State</label>
+        <select
+          id="a-state"
+          value=${filter.state}
+          onChange=${(e: Event) => go({ ...filter, state: (e.target as HTMLSelectElement).value })}
+        >
+          <option value="">any</option>
+          <option value="open">open</option>
+          <option value="resolved">resolved</option>
+        </select>
+      </div>
+      <div>
+        <label for="a-ack">Acknowledged</label>
+        <select
+          id="a-ack"
+          value=${filter.acknowledged}
+          onChange=${(e: Event) => go({ ...filter, acknowledged: (e.target as HTMLSelectElement).value })}
+        >
+          <option value="">either</option>
+          <option value="false">not yet</option>
+          <option value="true">yes</option>
+        </select>
+      </div>
+      ${
+        admin
+          ? html`<div class="buttons">
+              <button type="button" disabled=${busy} onClick=${ackAll}>Acknowledge all</button>
+            </div>`
+          : null
+      }
+    </form>
+    ${note}
     <${ErrorNote} error=${error} />
-    <${Table} label="Alerts" head=${['When', 'Alert', 'Details']}>
+    <${Table} label="Alerts" head=${admin ? [...head, ''] : head}>
       ${
         items.length === 0
           ? html`<tr>
-              <td colspan="3" class="muted">${loaded ? 'No alerts.' : 'Loading…'}</td>
+              <td colspan=${admin ? 5 : 4} class="muted">${loaded ? 'No alerts.' : 'Loading…'}</td>
             </tr>`
           : items.map(
               (a) =>
@@ -95,6 +184,25 @@ function LiveAlerts(): VNode {
                   <td><${Time} iso=${a.created_at} /></td>
                   <th scope="row">${LABEL[a.action] ?? a.action}</th>
                   <td>${describe(a)}</td>
+                  <td><${StateCell} a=${a} /></td>
+                  ${
+                    admin
+                      ? html`<td>
+                          ${
+                            a.acknowledged_at
+                              ? null
+                              : html`<button
+                                  type="button"
+                                  disabled=${busy}
+                                  onClick=${() => ack(a)}
+                                  aria-label=${`Acknowledge alert ${a.id}`}
+                                >
+                                  Acknowledge
+                                </button>`
+                          }
+                        </td>`
+                      : null
+                  }
                 </tr>`,
             )
       }
@@ -103,50 +211,14 @@ function LiveAlerts(): VNode {
   </section>`;
 }
 
-function Notifications({ onRead }: { onRead: () => void }): VNode {
-  const paged = usePaged<Notification>('v1/notifications?limit=50');
-  const [run, note, busy] = useAction();
-  const read = (n: Notification): void =>
-    void run(async () => {
-      await api('POST', `v1/notifications/${n.id}/read`);
-      paged.reload();
-      onRead();
-      return 'Marked as read.';
-    });
-  const unread = paged.items.filter((n) => !n.read_at).length;
-  return html`<section aria-labelledby="notif-h">
-    <h2 id="notif-h">Your notifications <span class="count">${unread}${paged.next ? '+' : ''} unread</span></h2>
-    ${note}
-    <${ErrorNote} error=${paged.error} />
-    <${Table} label="Your notifications" head=${['When', 'Topic', 'Details', '']}>
-      ${
-        paged.items.length === 0
-          ? html`<tr>
-              <td colspan="4" class="muted">${paged.loaded ? 'No notifications.' : 'Loading…'}</td>
-            </tr>`
-          : paged.items.map(
-              (n) =>
-                html`<tr class=${n.read_at ? 'read' : 'unread'}>
-                  <td><${Time} iso=${n.created_at} /></td>
-                  <th scope="row"><code>${n.topic}</code></th>
-                  <td>${summary(n.data)}</td>
-                  <td>
-                    ${
-                      n.read_at
-                        ? html`<span class="muted">read</span>`
-                        : html`<button type="button" disabled=${busy} onClick=${() => read(n)}>Mark read</button>`
-                    }
-                  </td>
-                </tr>`,
-            )
-      }
-    <//>
-    <${MoreButton} paged=${paged} what="notifications" />
-  </section>`;
+/** The filter lives in the URL (`#/alerts?state=open`), so a view can be linked to and survives a sign-in. */
+function go(f: Filter): void {
+  navigate(`#/alerts${qs({ state: f.state, acknowledged: f.acknowledged })}`);
 }
 
-export function AlertsPage({ onRead }: { onRead: () => void }): VNode {
+export function AlertsPage({ onRead, admin, query }: { onRead: () => void; admin: boolean; query: URLSearchParams }): VNode {
+  const filter: Filter = { state: query.get('state') ?? '', acknowledged: query.get('acknowledged') ?? '' };
   return html`<h1>Alerts</h1>
-    <${LiveAlerts} />
+    <${LiveAlerts} filter=${filter} admin=${admin} />
     <${Notifications} onRead=${onRead} />`;
 }

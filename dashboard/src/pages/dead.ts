@@ -57,7 +57,7 @@ function Redrive({ onDone }: { onDone: () => void }): VNode {
       </div>
       <div>
         <label for="r-since">Dead since</label>
-        <input id="r-since" name="since" placeholder="e.g. 1h or 2026-01-31T00:00:00Z" aria-invalid=${bad === 'since'} />
+        <input id="r-since" name="since" class="when" placeholder="e.g. 1h or 2026-01-31T00:00:00Z" aria-invalid=${bad === 'since'} />
       </div>
       <div class="buttons"><button type="submit">Count matching</button></div>
     </form>

@@ -126,8 +126,8 @@ export function ReplayForm({
       the window that has no job for it gets one.
     </p>
     <form class="filters" onSubmit=${check}>
-      <${Field} id="rep-since" name="since" label="Since" err=${err} placeholder="e.g. 2h or 2026-01-31T00:00:00Z" required />
-      <${Field} id="rep-until" name="until" label="Until" err=${err} placeholder="now" />
+      <${Field} id="rep-since" name="since" label="Since" class="when" err=${err} placeholder="e.g. 2h or 2026-01-31T00:00:00Z" required />
+      <${Field} id="rep-until" name="until" label="Until" class="when" err=${err} placeholder="now" />
       <div>
         <label for="rep-status">Jobs</label>
         <select id="rep-status" name="status" aria-invalid=${fieldOf(err) === 'status'}>

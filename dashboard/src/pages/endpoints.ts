@@ -2,22 +2,13 @@ import { html } from 'htm/preact';
 import type { VNode } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, type Endpoint } from '../api.js';
-import { absolute, ErrorNote, Status, Table, Time, useAction } from '../ui.js';
+import { absolute, ErrorNote, Table, Time, useAction } from '../ui.js';
 import { ReplayForm, RotateForm, SecretBox } from './endpoint-actions.js';
 import { EndpointForm } from './endpoint-form.js';
+import { AttentionBox, byHealth, HealthCell } from './endpoint-health.js';
 
 /** What a row's run-time action opens above the table (one at a time). */
 type Panel = { kind: 'edit' | 'rotate' | 'replay'; endpoint: Endpoint };
-
-const RANK: Record<string, number> = { open: 0, half_open: 1, closed: 2 };
-
-/** Endpoints that are not delivering first: open circuits, then half-open, then paused, then by name. */
-export function byCircuit(items: Endpoint[]): Endpoint[] {
-  return items.toSorted(
-    (a, b) =>
-      (RANK[a.circuit.state] ?? 0) - (RANK[b.circuit.state] ?? 0) || Number(b.paused) - Number(a.paused) || a.name.localeCompare(b.name),
-  );
-}
 
 const pct = (x: number | null): string => (x === null ? '—' : `${(100 * x).toFixed(1)}%`);
 const ms = (x: number | null): string => (x === null ? '—' : `${Math.round(x)} ms`);
@@ -41,9 +32,9 @@ export function EndpointsTable({
       return what === 'test' ? `A webhook.test event is on its way to ${e.name}.` : `${e.name} ${what === 'pause' ? 'paused' : 'resumed'}.`;
     });
   };
-  const head = ['Endpoint', 'Circuit', 'Success', 'p50 / p99', 'In flight', 'Held', 'Last error', 'Topics'];
+  const head = ['Endpoint', 'Health', 'Success', 'p50 / p99', 'In flight / held', 'Last error', 'Topics'];
   return html`${note}
-    <${Table} label="Endpoints" head=${admin ? [...head, 'Actions'] : head}>
+    <${Table} label="Endpoints" head=${admin ? [...head, 'Actions'] : head} stack>
       ${items.map(
         (e) =>
           html`<tr>
@@ -53,36 +44,27 @@ export function EndpointsTable({
               <div class="muted small">${e.source === 'api' ? 'created through the API' : 'from the config file'}</div>
               ${e.rotate_until ? html`<div class="small">secret rotating until <${Time} iso=${e.rotate_until} /></div>` : null}
             </th>
-            <td>
-              <${Status} status=${e.paused ? 'paused' : e.circuit.state} />
-              ${e.paused && e.paused_by ? html`<div class="muted small">by ${e.paused_by}</div>` : null}
-              ${
-                !e.paused && e.circuit.state !== 'closed' && e.circuit.next_probe_at
-                  ? html`<div class="small">next probe <${Time} iso=${e.circuit.next_probe_at} /></div>`
-                  : null
-              }
-            </td>
-            <td>
+            <td data-label="Health"><${HealthCell} e=${e} /></td>
+            <td data-label="Success">
               ${pct(e.success_rate)}
               <div class="muted small">${e.attempts} in ${e.window_minutes} min</div>
             </td>
-            <td>${ms(e.p50_duration_ms)} / ${ms(e.p99_duration_ms)}</td>
-            <td>${e.in_flight ?? '—'}</td>
-            <td>${e.held_jobs}</td>
-            <td class="err">
+            <td data-label="p50 / p99">${ms(e.p50_duration_ms)} / ${ms(e.p99_duration_ms)}</td>
+            <td data-label="In flight / held">${e.in_flight ?? '—'} / ${e.held_jobs}</td>
+            <td class="err" data-label="Last error">
               ${
-                e.last_error
-                  ? html`${e.last_error}
-                      <div class="small"><${Time} iso=${e.last_error_at} /></div>`
+                (e.last_error ?? e.circuit.last_error)
+                  ? html`${e.last_error ?? e.circuit.last_error}
+                      <div class="small"><${Time} iso=${e.last_error ? e.last_error_at : e.circuit.last_error_at} /></div>`
                   : html`<span class="muted">none</span>`
               }
             </td>
-            <td>
+            <td data-label="Topics">
               ${e.topics.length ? e.topics.map((t) => html`<code class="topic">${t}</code> `) : html`<span class="muted">none</span>`}
             </td>
             ${
               admin
-                ? html`<td class="actions">
+                ? html`<td class="actions" data-label="Actions">
                     ${
                       e.paused
                         ? html`<button type="button" disabled=${busy} onClick=${() => act(e, 'resume')} aria-label=${`Resume ${e.name}`}>
@@ -132,7 +114,7 @@ export function EndpointsPage({ admin }: { admin: boolean }): VNode {
   const load = (): void => {
     api<{ items: Endpoint[] }>('GET', 'v1/endpoints')
       .then((r) => {
-        setItems(byCircuit(r.items));
+        setItems(byHealth(r.items));
         setError(null);
       })
       .catch(setError);
@@ -191,6 +173,7 @@ export function EndpointsPage({ admin }: { admin: boolean }): VNode {
     ${secret ? html`<${SecretBox} ...${secret} onDismiss=${() => setSecret(null)} />` : null} ${form()}
     ${message ? html`<p class="ok" role="status">${message}</p>` : null}
     <${ErrorNote} error=${error} />
+    ${items ? html`<${AttentionBox} items=${items} id="attention-h" />` : null}
     ${
       items
         ? html`<${EndpointsTable} items=${items} admin=${admin} onChange=${load} onPanel=${admin ? open : undefined} />`

@@ -17,6 +17,8 @@ export function Field(p: {
   type?: string;
   placeholder?: string;
   required?: boolean;
+  /** `when`: a time or a duration, wide enough for an RFC 3339 instant. */
+  class?: string;
 }): VNode {
   const bad = fieldOf(p.err) === p.name;
   return html`<div>
@@ -25,6 +27,7 @@ export function Field(p: {
       id=${p.id}
       name=${p.name}
       type=${p.type ?? 'text'}
+      class=${p.class}
       defaultValue=${p.value ?? ''}
       placeholder=${p.placeholder}
       required=${p.required}

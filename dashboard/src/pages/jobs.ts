@@ -8,6 +8,27 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const STATUSES = ['pending', 'running', 'completed', 'dead', 'cancelled'];
 const FILTERS = ['status', 'topic', 'endpoint', 'event_id', 'created_after', 'created_before'] as const;
 
+/**
+ * Why a pending job waits, in place of its run time, which lies in the past while its endpoint holds
+ * it (docs/operations.md#held-jobs): "held: circuit open since …, next probe …" or "held: paused since …".
+ */
+export function HeldNote({ held }: { held: NonNullable<Job['held']> }): VNode {
+  const since = held.since ? html` since <${Time} iso=${held.since} />` : null;
+  if (held.reason === 'paused') return html`<span class="held">held: endpoint paused${since}</span>`;
+  const probe = held.next_probe_at;
+  // Built outside the template: htm drops whitespace that holds a line break, as the formatter puts there.
+  const state = `held: circuit ${held.circuit.replace('_', '-')}`;
+  const next =
+    held.circuit === 'half_open'
+      ? ', a probe is on its way'
+      : !probe
+        ? null
+        : new Date(probe).getTime() <= Date.now()
+          ? ', next probe when a job is due'
+          : html`, next probe <${Time} iso=${probe} />`;
+  return html`<span class="held">${state}${since}${next}</span>`;
+}
+
 export function JobRows({ items, loaded, actions }: { items: Job[]; loaded: boolean; actions?: (j: Job) => VNode }): VNode {
   const head = ['Job', 'Status', 'Topic', 'Endpoint', 'Attempts', 'Created', 'Run at / finished', 'Last error'];
   return html`<${Table} label="Jobs" head=${actions ? [...head, 'Actions'] : head}>
@@ -25,7 +46,9 @@ export function JobRows({ items, loaded, actions }: { items: Job[]; loaded: bool
                 <td>${j.endpoint ?? html`<span class="muted">—</span>`}</td>
                 <td>${j.attempts} / ${j.max_attempts}</td>
                 <td><${Time} iso=${j.created_at} /></td>
-                <td><${Time} iso=${j.completed_at ?? j.run_at} /></td>
+                <td>
+                  ${j.status === 'pending' && j.held ? html`<${HeldNote} held=${j.held} />` : html`<${Time} iso=${j.completed_at ?? j.run_at} />`}
+                </td>
                 <td class="err">${j.last_error ?? ''}</td>
                 ${actions ? html`<td class="actions">${actions(j)}</td>` : null}
               </tr>`,
@@ -107,6 +130,7 @@ export function JobsPage({ query }: { query: URLSearchParams }): VNode {
         <label for="f-after">Created after</label>
         <input
           id="f-after"
+          class="when"
           name="created_after"
           value=${filter.created_after}
           placeholder="1h or 2026-12-01T08:00:00Z"
@@ -118,6 +142,7 @@ export function JobsPage({ query }: { query: URLSearchParams }): VNode {
         <label for="f-before">Created before</label>
         <input
           id="f-before"
+          class="when"
           name="created_before"
           value=${filter.created_before}
           placeholder="30m or an RFC 3339 time"
@@ -205,8 +230,15 @@ export function JobPage({ id, admin }: { id: string; admin: boolean }): VNode {
       <dd>${job.attempts} of ${job.max_attempts}</dd>
       <dt>Created</dt>
       <dd><${Time} iso=${job.created_at} /></dd>
-      <dt>${job.status === 'pending' ? 'Next try' : job.status === 'running' ? 'Started' : 'Finished'}</dt>
-      <dd><${Time} iso=${job.status === 'pending' || job.status === 'running' ? job.run_at : (job.completed_at ?? job.run_at)} /></dd>
+      ${
+        job.status === 'pending' && job.held
+          ? html`<dt>Held</dt>
+              <dd><${HeldNote} held=${job.held} /></dd>`
+          : html`<dt>${job.status === 'pending' ? 'Next try' : job.status === 'running' ? 'Started' : 'Finished'}</dt>
+              <dd>
+                <${Time} iso=${job.status === 'pending' || job.status === 'running' ? job.run_at : (job.completed_at ?? job.run_at)} />
+              </dd>`
+      }
       ${
         job.last_error
           ? html`<dt>Last error</dt>

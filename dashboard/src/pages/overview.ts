@@ -4,7 +4,8 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, type Endpoint, type Stats, type WorkerProcess } from '../api.js';
 import { DeliveriesChart } from '../chart.js';
 import { duration, ErrorNote, Table, Time } from '../ui.js';
-import { EndpointsTable, byCircuit } from './endpoints.js';
+import { AttentionBox, byHealth } from './endpoint-health.js';
+import { EndpointsTable } from './endpoints.js';
 
 const CARDS: Array<[key: Exclude<keyof Stats['queue'], 'estimated'>, status: string, label: string]> = [
   ['pending', 'pending', 'pending'],
@@ -15,7 +16,7 @@ const CARDS: Array<[key: Exclude<keyof Stats['queue'], 'estimated'>, status: str
 ];
 
 function ProcessesTable({ items }: { items: WorkerProcess[] }): VNode {
-  return html`<${Table} label="Processes" head=${['Process', 'State', 'Version', 'Started', 'Last seen', 'In flight', 'Runners']}>
+  return html`<${Table} label="Processes" head=${['Process', 'State', 'Version', 'Started', 'Last seen', 'In flight', 'Runners']} stack>
     ${items.map(
       (p) =>
         html`<tr class=${p.gone ? 'gone' : ''}>
@@ -23,12 +24,14 @@ function ProcessesTable({ items }: { items: WorkerProcess[] }): VNode {
             <span class="name">${p.mode} ${p.host}:${p.pid}</span>
             <div class="muted small">${p.id}${p.jobs ? '' : ', jobs off'}</div>
           </th>
-          <td>${p.gone ? html`<span class="badge s-dead">gone</span>` : html`<span class="badge s-completed">running</span>`}</td>
-          <td>${p.version}</td>
-          <td><${Time} iso=${p.started_at} /></td>
-          <td><${Time} iso=${p.last_seen} /></td>
-          <td>${p.in_flight}</td>
-          <td>
+          <td data-label="State">
+            ${p.gone ? html`<span class="badge s-dead">gone</span>` : html`<span class="badge s-completed">running</span>`}
+          </td>
+          <td data-label="Version">${p.version}</td>
+          <td data-label="Started"><${Time} iso=${p.started_at} /></td>
+          <td data-label="Last seen"><${Time} iso=${p.last_seen} /></td>
+          <td data-label="In flight">${p.in_flight}</td>
+          <td data-label="Runners">
             ${p.runners.length ? p.runners.map((r) => html`<code class="topic">${r}</code> `) : html`<span class="muted">none</span>`}
           </td>
         </tr>`,
@@ -52,7 +55,7 @@ export function OverviewPage({ admin }: { admin: boolean }): VNode {
       .then(([h, d, e, w]) => {
         setHour(h);
         setDay(d);
-        setEndpoints(byCircuit(e.items));
+        setEndpoints(byHealth(e.items));
         setProcesses(w.items);
         setError(null);
       })
@@ -63,30 +66,11 @@ export function OverviewPage({ admin }: { admin: boolean }): VNode {
     const t = setInterval(load, 15_000);
     return () => clearInterval(t);
   }, []);
-  const open = endpoints?.filter((e) => e.circuit.state !== 'closed' || e.paused) ?? [];
   // As notify's warning: no live process runs jobs, so nothing is delivered (a gone row is 30 s unseen).
   const noWorker = processes !== null && !processes.some((p) => p.jobs && !p.gone);
   return html`<h1>Overview</h1>
     <${ErrorNote} error=${error} />
-    ${
-      open.length > 0
-        ? html`<section aria-labelledby="open-h" class="warn-box">
-            <h2 id="open-h">Endpoints not delivering</h2>
-            <ul>
-              ${open.map(
-                (e) =>
-                  html`<li>
-                    <a href="#/endpoints"><strong>${e.name}</strong></a
-                    >: ${e.paused ? 'paused' : `circuit ${e.circuit.state.replace('_', '-')}`}, ${e.held_jobs} held
-                    job${e.held_jobs === 1 ? '' : 's'}${
-                      e.circuit.next_probe_at ? html`, next probe <${Time} iso=${e.circuit.next_probe_at} />` : null
-                    }
-                  </li>`,
-              )}
-            </ul>
-          </section>`
-        : null
-    }
+    ${endpoints ? html`<${AttentionBox} items=${endpoints} id="open-h" />` : null}
     ${
       noWorker
         ? html`<section aria-labelledby="noworker-h" class="warn-box">
