@@ -115,18 +115,29 @@ async function notify(data: unknown, topic = 'order.created'): Promise<string> {
   return r.body.event_id as string;
 }
 
-async function jobOf(eventId: string): Promise<{ id: string; status: string }> {
-  return waitFor(async () => (await db.pool.query(`select id, status from jobs where event_id = $1`, [eventId])).rows[0], 15_000, 50);
+/** The event's job, for the one endpoint named (the default endpoint takes every topic too). */
+async function jobOf(eventId: string, endpoint?: string): Promise<{ id: string; status: string }> {
+  return waitFor(
+    async () =>
+      (
+        await db.pool.query(`select id, status from jobs where event_id = $1 and ($2::text is null or endpoint = $2)`, [
+          eventId,
+          endpoint ?? null,
+        ])
+      ).rows[0],
+    15_000,
+    50,
+  );
 }
 
 async function jobEvent(jobId: string): Promise<string> {
   return (await api('GET', `/v1/jobs/${jobId}`, TOKENS.admin)).body.event_id as string;
 }
 
-async function waitStatus(eventId: string, status: string): Promise<string> {
+async function waitStatus(eventId: string, status: string, endpoint?: string): Promise<string> {
   return waitFor(
     async () => {
-      const j = await jobOf(eventId);
+      const j = await jobOf(eventId, endpoint);
       return j.status === status ? j.id : undefined;
     },
     20_000,
@@ -453,10 +464,12 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     rx.setResponder(() => ({ status: 500 }));
     const deadJob = await waitStatus(await notify({ viewer: 'dead' }, 'viewer.check'), 'dead');
     rx.setResponder(() => ({ status: 200 }));
-    expect((await api('POST', '/v1/endpoints/default/pause', TOKENS.admin)).status).toBe(200);
-    const heldJob = await waitStatus(await notify({ viewer: 'held' }, 'viewer.check'), 'pending');
     const vctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    let heldJob = '';
     try {
+      // Held from the moment the pause answers, in every path (claim, and claim on dispatch).
+      expect((await api('POST', '/v1/endpoints/default/pause', TOKENS.admin)).status).toBe(200);
+      heldJob = await waitStatus(await notify({ viewer: 'held' }, 'viewer.check'), 'pending');
       const v = await newPage(vctx);
       await v.goto(`${base}/#/endpoints`);
       await signIn(v, TOKENS.viewer);
@@ -599,7 +612,7 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
        where endpoint = 'stuck'`,
     );
     await db.pool.query(`select pg_notify('public.acw_endpoints', 'stuck')`);
-    const heldJob = await waitStatus(await notify({ held: 'circuit' }, 'stuck.check'), 'pending');
+    const heldJob = await waitStatus(await notify({ held: 'circuit' }, 'stuck.check'), 'pending', 'stuck');
     expect((await api('GET', '/v1/endpoints/stuck', TOKENS.admin)).body.health).toBe('down');
     // Open longer than alert_after: its opened alert comes, which the next test acknowledges with the rest.
     await waitFor(

@@ -24,7 +24,7 @@ beforeAll(async () => {
 });
 afterAll(async () => db.drop());
 beforeEach(async () => {
-  await db.pool.query('truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events');
+  await db.pool.query('truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events, endpoint_state');
 });
 const stops: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -134,6 +134,42 @@ describe('claim on dispatch', () => {
     expect(await notes.fence()).toEqual([]);
     release.forEach((f) => f());
     await waitFor(async () => (await rows()).every((x) => x.status === 'completed'), 5_000);
+  });
+
+  it('obeys the state row over the pool: a paused endpoint, or one whose circuit is open, gets its jobs pending, and the slots come back', async () => {
+    // This pool has no endpoint gate, like a process whose cache has not yet seen the pause: the
+    // insert itself must hold the jobs, as the claim does.
+    const ran: string[] = [];
+    const pool = await startPool(
+      async (job) => {
+        ran.push(job.endpoint ?? '');
+      },
+      { caps: new Map(['a', 'b', 'c'].map((e) => [e, 100])) },
+    );
+    await db.pool.query(`insert into endpoint_state (endpoint, paused, paused_at) values ('a', true, now())`);
+    await db.pool.query(
+      `insert into endpoint_state (endpoint, circuit, opened_at, next_probe_at) values ('b', 'open', now(), now() + interval '1 hour')`,
+    );
+    const ctx = context([endpoint('a', 100), endpoint('b', 100), endpoint('c', 100)], pool);
+    const evs = await insertEvents(2);
+    await handoverTransaction(db.pool, ctx.adopter?.() ?? null, (client, handover) => fanOut(client, evs, ctx, { handover }));
+    const r = await rows();
+    expect(r.filter((x) => x.endpoint !== 'c').map((x) => [x.endpoint, x.status, x.locked_by, x.attempts])).toEqual([
+      ['a', 'pending', null, 0],
+      ['a', 'pending', null, 0],
+      ['b', 'pending', null, 0],
+      ['b', 'pending', null, 0],
+    ]);
+    await waitFor(async () => (await rows()).filter((x) => x.endpoint === 'c').every((x) => x.status === 'completed'), 5_000);
+    expect(ran).toEqual(['c', 'c']);
+    // Every slot came back: a later dispatch of as many jobs as the pool has slots (8) is handed
+    // over whole, none of it pending (4 slots kept for the held jobs would leave 4 pending).
+    const more = await insertEvents(8);
+    await handoverTransaction(db.pool, ctx.adopter?.() ?? null, (client, handover) =>
+      fanOut(client, more, { ...ctx, endpoints: () => [endpoint('c', 100)] }, { handover }),
+    );
+    expect((await rows()).filter((x) => x.endpoint === 'c' && x.status === 'pending')).toEqual([]);
+    await waitFor(() => ran.length === 10, 5_000);
   });
 
   it('respects the pool size and each endpoint cap: the rest go in pending and are claimed as usual', async () => {

@@ -18,7 +18,10 @@ export async function enqueueJobs(db: Queryable, jobs: readonly NewJob[], channe
  * Insert: -> pending, or -> running for the jobs named in `lease` (insert as running: claim on
  * dispatch), with a fresh lease for `lease.workerId` (one attempt spent, as a claim would): the
  * caller hands them to its worker pool after commit, which saves a claim and a NOTIFY hop per job. Should the process die first, the
- * reaper hands them back when the lease runs out, as after any claim. The NOTIFY goes out only
+ * reaper hands them back when the lease runs out, as after any claim. As in a claim, the endpoint's
+ * state row has the last word: a job named in `lease` whose endpoint is paused or whose circuit is
+ * not closed goes in pending (held), so a pause is obeyed from the moment it commits, even by a
+ * process whose cache has not seen it yet; its slot comes back through the caller's accounting. The NOTIFY goes out only
  * when a job is pending. Leases run from the insert itself (clock_timestamp), not from the start
  * of a transaction that may have run for a while.
  *
@@ -76,11 +79,13 @@ export async function insertJobs(
       insert into job_queue (id, type, payload, max_attempts, run_at, event_id, endpoint, status, attempts, locked_by, lease_token, lease_expires_at)
       select coalesce(t.id, gen_random_uuid()), t.type, coalesce(t.payload, 'null'::jsonb), t.max_attempts,
         now() + t.delay * interval '1 millisecond', t.event_id, t.endpoint,
-        case when t.leased then 'running' else 'pending' end, case when t.leased then 1 else 0 end,
-        case when t.leased then $3 end, case when t.leased then gen_random_uuid() end,
-        case when t.leased then clock_timestamp() + $4 * interval '1 millisecond' end
+        case when l.leased then 'running' else 'pending' end, case when l.leased then 1 else 0 end,
+        case when l.leased then $3 end, case when l.leased then gen_random_uuid() end,
+        case when l.leased then clock_timestamp() + $4 * interval '1 millisecond' end
       from json_to_recordset($1::json)
         as t(id uuid, type text, payload jsonb, max_attempts int, delay int, event_id uuid, endpoint text, leased boolean)
+      cross join lateral (select t.leased and not exists (
+        select 1 from endpoint_state st where st.endpoint = t.endpoint and (st.circuit <> 'closed' or st.paused)) as leased) l
       ${opts.skipExisting ? 'where t.id is null or not exists (select 1 from job_history h where h.id = t.id) on conflict (id) do nothing' : ''}
       returning id, lease_token, extract(epoch from lease_expires_at)::float8 * 1000 as lease_expires_ms)
     select ins.*, extract(epoch from clock_timestamp())::float8 * 1000 as db_now_ms
