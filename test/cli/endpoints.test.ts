@@ -165,6 +165,49 @@ describe('endpoints CLI', () => {
     ]);
   });
 
+  it('a chosen secret comes from --secret-file; --secret still works, warned about, the warning never showing it', async () => {
+    const file = join(dir, 'chosen.secret');
+    writeFileSync(file, 'chosen-secret-from-a-file-0123\nignored second line\n');
+    const added = await cli('endpoints', 'add', 'filed', '--url', 'http://127.0.0.1:9/filed', '--topics', 'x.*', '--secret-file', file);
+    expect({ code: added.code, stderr: added.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(lines(added.stdout)[0]!.secret).toBe('chosen-secret-from-a-file-0123');
+
+    writeFileSync(file, 'rotated-secret-from-a-file-4567\n');
+    const rotated = await cli('endpoints', 'rotate-secret', 'filed', '--secret-file', file);
+    expect({ code: rotated.code, stderr: rotated.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(lines(rotated.stdout)[0]).toMatchObject({ secret_next: 'rotated-secret-from-a-file-4567', generated: false });
+
+    const typed = await cli(
+      'endpoints',
+      'add',
+      'typed',
+      '--url',
+      'http://127.0.0.1:9/typed',
+      '--topics',
+      'x.*',
+      '--secret',
+      'typed-secret-0123456789',
+    );
+    expect(typed.code).toBe(0);
+    expect(lines(typed.stdout)[0]!.secret).toBe('typed-secret-0123456789');
+    expect(typed.stderr).toMatch(/^warning: --secret shows the secret to every user of this host \(ps\).*use --secret-file FILE\n$/);
+    expect(typed.stderr).not.toContain('typed-secret');
+
+    // Misuse: exit 2 naming the flag, nothing written.
+    const before = await counts();
+    writeFileSync(join(dir, 'empty.secret'), '\n');
+    for (const [args, message] of [
+      [['--secret-file', join(dir, 'missing.secret')], /^--secret-file: cannot read .*missing\.secret: ENOENT/],
+      [['--secret-file', join(dir, 'empty.secret')], /^--secret-file: .*empty\.secret is empty/],
+      [['--secret-file', file, '--secret', 'x'.repeat(20)], /^--secret and --secret-file: give one of them/],
+    ] as const) {
+      const res = await cli('endpoints', 'add', 'misused', '--url', 'http://127.0.0.1:9/m', '--topics', 'x.*', ...args);
+      expect(res.code).toBe(2);
+      expect(res.stderr).toMatch(message);
+    }
+    expect(await counts()).toEqual(before);
+  });
+
   it("misuse exits 2 with the API's message and writes nothing; no key exits 1 naming it", async () => {
     const before = await counts();
     for (const [args, message] of [

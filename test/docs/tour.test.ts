@@ -95,11 +95,13 @@ it('runs as written: the receiver gets both endpoints verified, the saved copy v
   procs.push(svc);
   await svc.waitForLine(/"event":"service.listening"/, 60_000);
 
-  // Third, a command at a time, as typed: the token exported, the endpoint added, the event sent.
-  const [exportToken, addEndpoint, notify, ...more] = commands(third!);
+  // Third, a command at a time, as typed: the token exported, the secret's file written, the
+  // endpoint added with it, the event sent.
+  const [exportToken, secretFile, addEndpoint, notify, ...more] = commands(third!);
   expect(more).toEqual([]);
   const token = await run(`${exportToken!}; printf %s "$ACW_TOKEN"`);
   expect(token).toMatch(/^\S{20,}$/);
+  await run(secretFile!);
   const added = JSON.parse(await run(addEndpoint!, { ACW_TOKEN: token })) as { name: string; url: string };
   expect(added).toMatchObject({ name: 'audit' });
   // A person types the next line after the service has loaded it (within a second); wait as long.

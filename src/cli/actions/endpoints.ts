@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type pg from 'pg';
 import type { z } from 'zod';
 import { requireEndpoint } from '../../admin/params.js';
@@ -84,6 +85,7 @@ interface EndpointFlags extends GlobalOptions {
   rateLimit?: string;
   description?: string;
   secret?: string;
+  secretFile?: string;
   disabled?: boolean;
   enabled?: boolean;
 }
@@ -143,9 +145,38 @@ async function storeOf(config: Config, pool: pg.Pool, needKey: boolean): Promise
   };
 }
 
+/**
+ * The secret an operator chose, if any: `--secret-file` (its first line), or `--secret`, which
+ * works but is warned about, since `ps` and the shell history show it. Neither: one is generated.
+ */
+function chosenSecret(io: CliIo, o: { secret?: string; secretFile?: string }): string | undefined {
+  if (o.secret !== undefined && o.secretFile !== undefined) throw new ExitError(EXIT.usage, '--secret and --secret-file: give one of them');
+  if (o.secretFile !== undefined) {
+    let text: string;
+    try {
+      text = readFileSync(o.secretFile, 'utf8');
+    } catch (err) {
+      throw new ExitError(
+        EXIT.usage,
+        `--secret-file: cannot read ${o.secretFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+      );
+    }
+    const line = text.split(/\r?\n/).find((l) => l.trim() !== '');
+    if (line === undefined) throw new ExitError(EXIT.usage, `--secret-file: ${o.secretFile} is empty`);
+    return line.trim();
+  }
+  if (o.secret !== undefined) {
+    io.stderr.write(
+      'warning: --secret shows the secret to every user of this host (ps) and in your shell history; use --secret-file FILE\n',
+    );
+  }
+  return o.secret;
+}
+
 /** `endpoints add|show|update|remove`: the endpoints API's create, read, change and delete, from the shell. */
 export async function endpointsAdd(io: CliIo, name: string, o: EndpointFlags): Promise<void> {
-  const input = parseFlags(createEndpointInput, { name, ...bodyOf(o), ...(o.secret !== undefined ? { secret: o.secret } : {}) });
+  const chosen = chosenSecret(io, o);
+  const input = parseFlags(createEndpointInput, { name, ...bodyOf(o), ...(chosen !== undefined ? { secret: chosen } : {}) });
   const config = readConfig(io, o, { needSecrets: false });
   const total = config.notify.webhook.max_in_flight_total;
   if (input.max_in_flight !== undefined && input.max_in_flight > total) {
@@ -184,15 +215,16 @@ export async function endpointsUpdate(io: CliIo, name: string, o: EndpointFlags)
 export async function endpointsRotateSecret(
   io: CliIo,
   name: string,
-  o: GlobalOptions & { overlap: string; secret?: string },
+  o: GlobalOptions & { overlap: string; secret?: string; secretFile?: string },
 ): Promise<void> {
+  const secret = chosenSecret(io, o);
   const config = readConfig(io, o, { needSecrets: false });
   await withDatabase(io, config, async (db) => {
     try {
       const out = await rotateStoredSecret(
         await storeOf(config, db.pool, true),
         name,
-        { overlap: o.overlap, ...(o.secret !== undefined ? { secret: o.secret } : {}) },
+        { overlap: o.overlap, ...(secret !== undefined ? { secret } : {}) },
         { name: actor(io), role: 'admin' },
         config,
       );

@@ -51,7 +51,8 @@ function registerStoredEndpoints(endpoints: Command, run: CliRun): void {
       .description('create an endpoint (stored in the database, live in every process within a second); prints it with its secret, once')
       .argument('<name>', 'endpoint name'),
   )
-    .option('--secret <secret>', 'use this signing secret instead of a generated one')
+    .option('--secret-file <file>', 'use the signing secret in this file (its first line) instead of a generated one')
+    .option('--secret <secret>', 'the same on the command line, where ps shows it (warned about): prefer --secret-file')
     .option('--disabled', 'create it disabled (its jobs wait)')
     .action(lazy(run, actions, 'endpointsAdd'));
 
@@ -77,7 +78,8 @@ function registerStoredEndpoints(endpoints: Command, run: CliRun): void {
     .description('give a stored endpoint a new secret; the old one keeps signing beside it for the overlap (prints the new one, once)')
     .argument('<name>', 'endpoint name')
     .option('--overlap <duration>', 'how long both secrets sign, 1m to 720h', '24h')
-    .option('--secret <secret>', 'use this secret instead of a generated one')
+    .option('--secret-file <file>', 'use the secret in this file (its first line) instead of a generated one')
+    .option('--secret <secret>', 'the same on the command line, where ps shows it (warned about): prefer --secret-file')
     .option('-c, --config <file>', 'config file')
     .action(lazy(run, actions, 'endpointsRotateSecret'));
 
