@@ -6,7 +6,7 @@ import { promoteLegacyJobs, type LegacyMatch } from '../history/upgrade.js';
 import { operatorCancelJob, operatorRedriveJobs, operatorRetryJob } from '../queue/transitions.js';
 import { writeAudit } from './audit.js';
 import { ApiError, badField } from '../errors.js';
-import { HELD_COLUMNS, HELD_JOIN, toJobView, type HeldColumns, type JobRow, type JobView } from './job-view.js';
+import { HELD_COLUMNS, HELD_JOIN, toJobView, type DisabledEndpoints, type HeldColumns, type JobRow, type JobView } from './job-view.js';
 import { requireText, requireUuid } from './params.js';
 
 /**
@@ -31,7 +31,13 @@ async function lockJob(client: pg.ClientBase, id: string): Promise<JobRow> {
 }
 
 /** Dead, completed or cancelled -> pending with a fresh attempt series (redelivery on demand, or undoing a cancel). */
-export async function retryJob(db: pg.Pool, id: string, actor: string, jobsChannel: string): Promise<JobView> {
+export async function retryJob(
+  db: pg.Pool,
+  id: string,
+  actor: string,
+  jobsChannel: string,
+  disabled?: DisabledEndpoints,
+): Promise<JobView> {
   const jobId = requireUuid(id, 'id');
   return withTransaction(db, async (client) => {
     const row = await lockJob(client, jobId);
@@ -55,7 +61,7 @@ export async function retryJob(db: pg.Pool, id: string, actor: string, jobsChann
       `select ${HELD_COLUMNS} from (select $1::text as endpoint, 'pending' as status) j ${HELD_JOIN}`,
       [upd.endpoint],
     );
-    return toJobView({ ...upd, ...held.rows[0] });
+    return toJobView({ ...upd, ...held.rows[0] }, disabled);
   });
 }
 

@@ -59,11 +59,12 @@ export interface JobFilter {
 }
 
 /**
- * Why a pending job waits though it may be due (docs/operations.md#held-jobs): its endpoint's
- * circuit is open or half-open (`circuit`), or it is paused (`paused`). Its status stays pending.
+ * Why a pending job waits though it may be due (docs/operations.md#held-jobs): its endpoint is
+ * disabled (`disabled`), paused (`paused`), or its circuit is open or half-open (`circuit`), the
+ * most lasting first. Its status stays pending.
  */
 export interface HeldView {
-  reason: 'circuit' | 'paused';
+  reason: 'disabled' | 'paused' | 'circuit';
   /** The endpoint's circuit state: `open`, `half_open`, or `closed` for a paused endpoint. */
   circuit: CircuitState;
   /** Since when: the outage's start for a circuit, the pause for a paused endpoint. */
@@ -89,7 +90,16 @@ export const HELD_JOIN = `left join endpoint_state hs on j.status = 'pending' an
 export const HELD_COLUMNS = `hs.circuit as held_circuit, hs.paused as held_paused, coalesce(hs.opened_at, hs.circuit_since) as held_opened_at,
   hs.paused_at as held_paused_at, hs.next_probe_at as held_next_probe_at`;
 
-export function toHeldView(r: Partial<HeldColumns>): HeldView | null {
+/**
+ * The endpoints disabled now, in the config file or through the API: only the registry knows the
+ * config's, so the caller names them, and a pending job of one of them reads `held: disabled`.
+ */
+export type DisabledEndpoints = ReadonlySet<string>;
+
+export function toHeldView(r: Partial<HeldColumns> & Pick<JobRow, 'status' | 'endpoint'>, disabled?: DisabledEndpoints): HeldView | null {
+  if (r.status === 'pending' && r.endpoint !== null && disabled?.has(r.endpoint)) {
+    return { reason: 'disabled', circuit: r.held_circuit ?? 'closed', since: null, next_probe_at: null };
+  }
   if (r.held_circuit === null || r.held_circuit === undefined) return null;
   if (r.held_paused) return { reason: 'paused', circuit: r.held_circuit, since: iso(r.held_paused_at ?? null), next_probe_at: null };
   return {
@@ -101,7 +111,7 @@ export function toHeldView(r: Partial<HeldColumns>): HeldView | null {
 }
 
 /** A row of JOB_COLUMNS, with HELD_COLUMNS when the statement joined them (without: not held). */
-export function toJobView(r: JobRow & Partial<HeldColumns>): JobView {
+export function toJobView(r: JobRow & Partial<HeldColumns>, disabled?: DisabledEndpoints): JobView {
   return {
     id: r.id,
     type: r.type,
@@ -115,7 +125,7 @@ export function toJobView(r: JobRow & Partial<HeldColumns>): JobView {
     topic: r.topic,
     endpoint: r.endpoint,
     event_id: r.event_id,
-    held: toHeldView(r),
+    held: toHeldView(r, disabled),
   };
 }
 

@@ -7,6 +7,7 @@ import {
   requireStatus,
   toJobView,
   type AttemptRow,
+  type DisabledEndpoints,
   type AttemptView,
   type HeldColumns,
   type JobFilter,
@@ -17,13 +18,17 @@ import { decodeCursor, encodeCursor, requireLimit, requireText, requireUuid } fr
 
 /** Operator reads of `jobs` (`GET /v1/jobs`, `jobs list|show`). Writes: job-actions.ts, queue/transitions.ts. */
 export { cancelJob, redriveJobs, retryJob, type RedriveFilter } from './job-actions.js';
-export { JOB_STATUSES, type AttemptView, type JobFilter, type JobView } from './job-view.js';
+export { JOB_STATUSES, type AttemptView, type DisabledEndpoints, type JobFilter, type JobView } from './job-view.js';
 
 // The cursor carries created_at in whole microseconds (PostgreSQL's precision; a JS Date would lose it) and the id.
 const CURSOR_SHAPE = [/^\d{1,16}$/, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/];
 
 /** Newest first (created_at desc, id desc) with a keyset cursor, so paging stays cheap and stable under inserts. */
-export async function listJobs(db: Queryable, f: JobFilter = {}): Promise<{ items: JobView[]; next_cursor: string | null }> {
+export async function listJobs(
+  db: Queryable,
+  f: JobFilter = {},
+  disabled?: DisabledEndpoints,
+): Promise<{ items: JobView[]; next_cursor: string | null }> {
   const limit = requireLimit(f.limit, 'limit', 50, 500);
   const where: string[] = [];
   const values: unknown[] = [];
@@ -58,13 +63,17 @@ export async function listJobs(db: Queryable, f: JobFilter = {}): Promise<{ item
   const rows = res.rows.slice(0, limit);
   const last = rows.at(-1);
   return {
-    items: rows.map(toJobView),
+    items: rows.map((r) => toJobView(r, disabled)),
     next_cursor: res.rows.length > limit && last ? encodeCursor([last.created_us, last.id]) : null,
   };
 }
 
 /** One job with its payload and its HTTP attempts, oldest first; null when there is no such job. */
-export async function getJob(db: Queryable, id: string): Promise<(JobView & { payload: unknown; deliveries: AttemptView[] }) | null> {
+export async function getJob(
+  db: Queryable,
+  id: string,
+  disabled?: DisabledEndpoints,
+): Promise<(JobView & { payload: unknown; deliveries: AttemptView[] }) | null> {
   const jobId = requireUuid(id, 'id');
   const job = await db.query<JobRow & HeldColumns & { payload: unknown }>(
     `select j.*, ${HELD_COLUMNS} from (select ${JOB_COLUMNS}, payload from jobs where id = $1) j ${HELD_JOIN}`,
@@ -77,5 +86,5 @@ export async function getJob(db: Queryable, id: string): Promise<(JobView & { pa
      from webhook_attempts where job_id = $1 order by created_at, id`,
     [jobId],
   );
-  return { ...toJobView(row), payload: row.payload, deliveries: placeAttempts(att.rows) };
+  return { ...toJobView(row, disabled), payload: row.payload, deliveries: placeAttempts(att.rows) };
 }

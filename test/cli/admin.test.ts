@@ -77,6 +77,23 @@ describe('operator CLI', () => {
     expect(again.stderr).toContain('cancelled');
   });
 
+  it('jobs list, show and retry say held: disabled for a job of an endpoint disabled through the API', async () => {
+    await db.pool.query(
+      `insert into endpoints (name, url, topics, secret, enabled, owner) values ('off', 'http://127.0.0.1:9/off', '{a.*}', 'v1:x', false, 'cli:tester')`,
+    );
+    const waiting = (await db.pool.query(`insert into jobs (type, payload, endpoint) values ('webhook.deliver', '{}', 'off') returning id`))
+      .rows[0].id;
+    const dead = await deadJob('a.b', 'off');
+    const held = { reason: 'disabled', circuit: 'closed', since: null, next_probe_at: null };
+    try {
+      expect(lines((await cli('jobs', 'list', '--status', 'pending')).stdout)).toEqual([expect.objectContaining({ id: waiting, held })]);
+      expect(JSON.parse((await cli('jobs', 'show', waiting)).stdout)).toMatchObject({ held });
+      expect(JSON.parse((await cli('jobs', 'retry', dead)).stdout)).toMatchObject({ status: 'pending', held });
+    } finally {
+      await db.pool.query(`delete from endpoints where name = 'off'`);
+    }
+  });
+
   it('jobs redrive prints the count as JSON; --dry-run changes nothing; --status is optional (dead is the only one)', async () => {
     await deadJob('a.b');
     await deadJob('a.b');

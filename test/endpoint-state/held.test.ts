@@ -11,11 +11,13 @@ let db: TestDatabase;
 let api: Api;
 let admin: string;
 const webhook = {
-  endpoints: ['down', 'paused', 'fine'].map((name) => ({
+  endpoints: ['down', 'paused', 'fine', 'off'].map((name) => ({
     name,
     url: `http://127.0.0.1:9/${name}`,
     secret: `${name}-secret`,
     topics: ['*'],
+    // Disabled in the config file: only the answering process's config knows it.
+    ...(name === 'off' ? { enabled: false } : {}),
   })),
 };
 beforeAll(async () => {
@@ -45,6 +47,9 @@ describe('held jobs', () => {
       )
     ).rows[0]!.id;
 
+    // Jobs made before their endpoint was disabled wait (a disabled endpoint gets no new ones).
+    await db.pool.query(`insert into jobs (type, payload, endpoint) values ('webhook.deliver', '{}', 'off')`);
+
     const page = await get('/v1/jobs?limit=10');
     const byEndpoint = (ep: string, status = 'pending') =>
       page.items.find((j: { endpoint: string; status: string }) => j.endpoint === ep && j.status === status);
@@ -61,6 +66,11 @@ describe('held jobs', () => {
     expect(byEndpoint('paused')).toMatchObject({ status: 'pending', held: { reason: 'paused', circuit: 'closed', next_probe_at: null } });
     expect(Date.parse(byEndpoint('paused').held.since)).not.toBeNaN();
     expect(byEndpoint('fine')).toMatchObject({ status: 'pending', held: null });
+    expect(byEndpoint('off')).toMatchObject({
+      status: 'pending',
+      held: { reason: 'disabled', circuit: 'closed', since: null, next_probe_at: null },
+    });
+    expect((await get(`/v1/jobs/${String(byEndpoint('off').id)}`)).held).toEqual(byEndpoint('off').held);
     // Finished jobs are never held, whatever their endpoint.
     expect(byEndpoint('down', 'dead')).toMatchObject({ id: dead, held: null });
 

@@ -10,10 +10,12 @@ const FILTERS = ['status', 'topic', 'endpoint', 'event_id', 'created_after', 'cr
 
 /**
  * Why a pending job waits, in place of its run time, which lies in the past while its endpoint holds
- * it (docs/operations.md#held-jobs): "held: circuit open since …, next probe …" or "held: paused since …".
+ * it (docs/operations.md#held-jobs): "held: circuit open since …, next probe …", "held: endpoint paused since …"
+ * or "held: endpoint disabled".
  */
 export function HeldNote({ held }: { held: NonNullable<Job['held']> }): VNode {
   const since = held.since ? html` since <${Time} iso=${held.since} />` : null;
+  if (held.reason === 'disabled') return html`<span class="held">held: endpoint disabled</span>`;
   if (held.reason === 'paused') return html`<span class="held">held: endpoint paused${since}</span>`;
   const probe = held.next_probe_at;
   // Built outside the template: htm drops whitespace that holds a line break, as the formatter puts there.

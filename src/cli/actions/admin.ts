@@ -14,7 +14,9 @@ import {
 } from '../../admin/index.js';
 import { acknowledgeAlert, acknowledgeAlerts } from '../../admin/alert-acks.js';
 import { parseAlertActions, type AlertAction } from '../../admin/alerts.js';
-import { parseDuration } from '../../config/index.js';
+import { parseDuration, resolveEndpoints, type Config } from '../../config/index.js';
+import type { Queryable } from '../../db/pool.js';
+import { readStoredEndpoints } from '../../endpoints/rows.js';
 import { channels } from '../../db/sql.js';
 import type { Logger } from '../../log.js';
 import { readConfig } from '../config.js';
@@ -45,13 +47,21 @@ export function actor(io: CliIo): string {
 async function admin<T>(
   io: CliIo,
   o: GlobalOptions,
-  fn: (ctx: { pool: pg.Pool; url: string; jobsChannel: string; alertsChannel: string; log: Logger }) => Promise<T>,
+  fn: (ctx: { pool: pg.Pool; url: string; jobsChannel: string; alertsChannel: string; log: Logger; config: Config }) => Promise<T>,
 ): Promise<T> {
   const config = readConfig(io, o, { needSecrets: false }); // none of these delivers
   return withDatabase(io, config, async (db, log) => {
     const ch = channels(config.database.schema);
-    return fn({ pool: db.pool, url: db.url, jobsChannel: ch.jobs, alertsChannel: ch.alerts, log });
+    return fn({ pool: db.pool, url: db.url, jobsChannel: ch.jobs, alertsChannel: ch.alerts, log, config });
   });
+}
+
+/** The endpoints disabled now, in the config file or through the API (a config endpoint wins over a stored one of its name). */
+async function disabledEndpoints(db: Queryable, config: Config): Promise<Set<string>> {
+  const fromConfig = resolveEndpoints(config);
+  const names = new Set(fromConfig.map((e) => e.name));
+  const stored = (await readStoredEndpoints(db)).filter((r) => !names.has(r.name));
+  return new Set([...fromConfig.filter((e) => !e.enabled).map((e) => e.name), ...stored.filter((r) => !r.enabled).map((r) => r.name)]);
 }
 
 function positiveInt(v: string, name: string): number {
@@ -72,23 +82,29 @@ interface JobsListOptions extends GlobalOptions, JsonOption {
 
 export async function jobsList(io: CliIo, o: JobsListOptions): Promise<void> {
   const limit = positiveInt(o.limit, '--limit');
-  await admin(io, o, async ({ pool }) => {
-    const page = await listJobs(pool, { status: o.status, type: o.type, topic: o.topic, endpoint: o.endpoint, event_id: o.eventId, limit });
+  await admin(io, o, async ({ pool, config }) => {
+    const page = await listJobs(
+      pool,
+      { status: o.status, type: o.type, topic: o.topic, endpoint: o.endpoint, event_id: o.eventId, limit },
+      await disabledEndpoints(pool, config),
+    );
     if (forPeople(io, o)) printTable(io, JOB_HEADERS, page.items.map(jobRow), 'no jobs');
     else for (const j of page.items) if (!printJson(io, j)) break;
   });
 }
 
 export async function jobsShow(io: CliIo, id: string, o: GlobalOptions): Promise<void> {
-  await admin(io, o, async ({ pool }) => {
-    const job = await getJob(pool, id);
+  await admin(io, o, async ({ pool, config }) => {
+    const job = await getJob(pool, id, await disabledEndpoints(pool, config));
     if (!job) throw new ExitError(EXIT.failure, `no job ${id}`);
     printJson(io, job);
   });
 }
 
 export async function jobsRetry(io: CliIo, id: string, o: GlobalOptions): Promise<void> {
-  await admin(io, o, async ({ pool, jobsChannel }) => printJson(io, await retryJob(pool, id, actor(io), jobsChannel)));
+  await admin(io, o, async ({ pool, jobsChannel, config }) =>
+    printJson(io, await retryJob(pool, id, actor(io), jobsChannel, await disabledEndpoints(pool, config))),
+  );
 }
 
 export async function jobsCancel(io: CliIo, id: string, o: GlobalOptions): Promise<void> {

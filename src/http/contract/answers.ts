@@ -75,10 +75,14 @@ const CIRCUIT_STATES = ['closed', 'open', 'half_open'] as const satisfies readon
 /** Why a pending job waits (docs/operations.md#held-jobs); null when it is not held. */
 const held = z
   .object({
-    reason: z.enum(['circuit', 'paused']).describe("its endpoint's circuit is not closed, or its endpoint is paused"),
+    reason: z
+      .enum(['disabled', 'paused', 'circuit'])
+      .describe('its endpoint is disabled (config or API), paused by hand, or its circuit is not closed; the most lasting first'),
     circuit: z.enum(CIRCUIT_STATES),
-    since: instant.nullable().describe('the outage began (circuit), or the pause'),
-    next_probe_at: instant.nullable().describe('when an open circuit next lets one probe through (past: as soon as a job is due)'),
+    since: instant.nullable().describe('the outage began (circuit), or the pause; null for a disabled endpoint'),
+    next_probe_at: instant
+      .nullable()
+      .describe('when an open circuit next lets one probe through (past: as soon as a job is due); null while paused or disabled'),
   })
   .nullable()
   .describe('a pending job held by its endpoint: its status stays pending and its run_at may be past; null when not held');

@@ -8,16 +8,18 @@ import { route } from '../route.js';
 /** Jobs: list, show, and the operator actions retry, cancel and redrive (each audited). */
 export function jobRoutes(app: FastifyInstance, svc: Service): void {
   const pool = svc.db.pool;
+  // Disabled in the config or through the API: the registry knows both (held jobs say so).
+  const disabled = (): Set<string> => new Set(svc.endpoints.filter((e) => !e.enabled).map((e) => e.name));
 
-  route(app, 'listJobs', async ({ query }) => listJobs(pool, query));
+  route(app, 'listJobs', async ({ query }) => listJobs(pool, query, disabled()));
 
   route(app, 'getJob', async ({ params: { id } }) => {
-    const job = await getJob(pool, id);
+    const job = await getJob(pool, id, disabled());
     if (!job) throw new ApiError(404, 'not_found', `id: no job ${id}`, { field: 'id' });
     return job;
   });
 
-  route(app, 'retryJob', async ({ params: { id } }, req) => retryJob(pool, id, principalOf(req).name, svc.channels.jobs));
+  route(app, 'retryJob', async ({ params: { id } }, req) => retryJob(pool, id, principalOf(req).name, svc.channels.jobs, disabled()));
 
   route(app, 'cancelJob', async ({ params: { id } }, req) => cancelJob(pool, id, principalOf(req).name));
 
