@@ -139,7 +139,7 @@ export class Metrics {
       collect: () => this.inFlight.set(opts.inFlight?.() ?? 0),
     });
     // Endpoint state is shared through the database, so every process reports the same values
-    // (aggregate with max); one bounded read per scrape feeds the three gauges below.
+    // (aggregate with max); one bounded read per scrape feeds the four gauges below.
     const stateGauge = <L extends string>(
       name: string,
       help: string,
@@ -171,6 +171,12 @@ export class Metrics {
     );
     stateGauge('acw_endpoint_paused', 'Endpoint paused by hand (1) or not (0)', ['endpoint'] as const, (g, endpoint, st) =>
       g.set({ endpoint }, st.paused ? 1 : 0),
+    );
+    stateGauge(
+      'acw_endpoint_failing',
+      'Endpoint failing (1): at least half its recent deliveries refused permanently (4xx); 0 otherwise',
+      ['endpoint'] as const,
+      (g, endpoint, st) => g.set({ endpoint }, st.failing ? 1 : 0),
     );
     stateGauge(
       'acw_endpoint_held_jobs',

@@ -260,9 +260,13 @@ describe('GET /v1/endpoints and /metrics', () => {
     });
   });
 
-  it('metrics: circuit state as a state set, paused and held jobs per endpoint', async () => {
+  it('metrics: circuit state as a state set, paused, failing and held jobs per endpoint', async () => {
     await openCircuit('default');
     await post('/v1/endpoints/crm/pause');
+    // As the failing judge leaves it (docs/operations.md#failing-endpoints).
+    await db.pool.query(
+      `update endpoint_state set failing = true, failing_since = now(), failing_codes = '{422}', updated_at = now() where endpoint = 'crm'`,
+    );
     await dueJobs('crm', 4);
     // Scrapes share one read per second: wait for one that sees this test's rows.
     const text = await waitFor(async () => {
@@ -274,6 +278,8 @@ describe('GET /v1/endpoints and /metrics', () => {
     expect([state('crm', 'open'), state('crm', 'half_open'), state('crm', 'closed')]).toEqual([0, 0, 1]);
     expect(metricValue(text, 'acw_endpoint_paused', { endpoint: 'crm' })).toBe(1);
     expect(metricValue(text, 'acw_endpoint_paused', { endpoint: 'default' })).toBe(0);
+    expect(metricValue(text, 'acw_endpoint_failing', { endpoint: 'crm' })).toBe(1);
+    expect(metricValue(text, 'acw_endpoint_failing', { endpoint: 'default' })).toBe(0);
     expect(metricValue(text, 'acw_endpoint_held_jobs', { endpoint: 'default' })).toBe(0);
     expect(metricValue(text, 'acw_endpoint_in_flight', { endpoint: 'crm' })).toBe(0);
     expect(metricValue(text, 'acw_endpoint_adaptive_limit', { endpoint: 'crm' })).toBe(16);
