@@ -81,7 +81,11 @@ const endpoint = withRule(
 
 const circuit = withRule(
   strict({
-    enabled: bool().default(true).describe('false: failing endpoints are never held (only retries and adaptive limits apply)'),
+    enabled: bool()
+      .default(true)
+      .describe(
+        'false: endpoints that are down are never held (only retries and adaptive limits apply); failing ones are still judged and alerted',
+      ),
     failure_threshold: int(1, 100_000).default(10).describe('consecutive failures that open the circuit'),
     failure_rate: fraction().default(0.5).describe('share of failures over `window` that opens it (with min_attempts)'),
     min_attempts: int(1, 100_000).default(20).describe('attempts within `window` before failure_rate applies'),

@@ -111,7 +111,8 @@ export class EndpointStates {
     const endpoint = job.endpoint;
     if (endpoint === null || job.type !== WEBHOOK_JOB) return;
     const probe = this.probes.settle(job.id);
-    if (!this.circuitOn) return;
+    // With the breaker off the outcomes are still written: the row keeps the last error and judges
+    // a failing endpoint (docs/operations.md#failing-endpoints); the flush never opens its circuit.
     const signal = attemptSignal(outcome, probe);
     if (signal === null && !probe) return;
     this.outcomes.add(endpoint, signal, outcome, probe ? job.id : null);

@@ -56,7 +56,12 @@ describe('a failing endpoint', () => {
     await notify(minAttempts);
     const failing = await waitFor(async () => (await alerts('?action=endpoint.failing'))[0] ?? null);
     expect(failing).toMatchObject({ endpoint: 'crm', status_codes: [422], state: 'open', min_attempts: minAttempts });
-    expect(await view()).toMatchObject({ health: 'failing', failing: { status_codes: [422] }, circuit: { state: 'closed' } });
+    expect(await view()).toMatchObject({
+      health: 'failing',
+      failing: { status_codes: [422] },
+      circuit: { state: 'closed' },
+      last_error: expect.stringContaining('422'),
+    });
 
     // Ten more while it fails: each goes dead with its audit row, and no inbox message.
     const before = await inbox('webhook.dead_letter');
@@ -101,5 +106,43 @@ describe('a failing endpoint', () => {
     expect(await alerts('?acknowledged=false')).toEqual([]);
     const viewer = await makeUser(db.pool, 'eve', 'viewer');
     expect((await call(api.url, 'POST', '/v1/alerts/ack', { token: viewer })).status).toBe(403);
+  });
+});
+
+describe('a failing endpoint with the circuit breaker off', () => {
+  it('is judged all the same: one alert naming 422, health failing, last error kept, and its circuit never opens', async () => {
+    const own = await createTestDatabase();
+    const refuser = await startReceiver(() => ({ status: 422, body: 'unprocessable' }));
+    const svc = await startApi(own, {
+      notify: {
+        webhook: {
+          circuit: { enabled: false },
+          endpoints: [{ name: 'crm', url: `${refuser.url}/crm`, secret: 'crm-secret', topics: ['*'] }],
+        },
+      },
+    });
+    try {
+      const ops = await makeUser(own.pool, 'ops', 'admin');
+      const billing = await makeUser(own.pool, 'billing', 'service');
+      const minAttempts = svc.svc.config.notify.webhook.circuit.min_attempts;
+      const res = await call(svc.url, 'POST', '/v1/notify/batch', {
+        token: billing,
+        body: { events: Array.from({ length: minAttempts }, (_, i) => ({ topic: 'crm.sync', data: { i } })) },
+      });
+      expect(res.status).toBe(202);
+      const failing = await waitFor(
+        async () => (await call(svc.url, 'GET', '/v1/alerts?action=endpoint.failing', { token: ops })).body.items[0] ?? null,
+      );
+      expect(failing).toMatchObject({ endpoint: 'crm', status_codes: [422], state: 'open' });
+      expect((await call(svc.url, 'GET', '/v1/endpoints/crm', { token: ops })).body).toMatchObject({
+        health: 'failing',
+        circuit: { state: 'closed', consecutive_failures: 0 },
+        last_error: expect.stringContaining('422'),
+      });
+    } finally {
+      await svc.close();
+      await refuser.close();
+      await own.drop();
+    }
   });
 });
