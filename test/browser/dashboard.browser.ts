@@ -732,6 +732,17 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     expect(await page.evaluate<number>('document.documentElement.scrollWidth')).toBeLessThanOrEqual(390);
     const pause = (await overview.getByRole('button', { name: 'Pause stuck' }).boundingBox())!;
     expect(pause.x + pause.width).toBeLessThanOrEqual(390);
+    // The jobs and the dead letters are cards too: no sideways scroll, each cell under its column's name.
+    for (const hash of ['#/jobs', '#/dead']) {
+      await page.setViewportSize({ width: 390, height: 844 }); // shoot() leaves it at 1280
+      await page.goto(`${base}/${hash}`);
+      const jobs = page.getByRole('region', { name: 'Jobs', exact: true });
+      await jobs.locator('tbody th a').first().waitFor();
+      expect({ hash, fits: await jobs.evaluate((el) => el.scrollWidth <= el.clientWidth) }).toEqual({ hash, fits: true });
+      expect(await page.evaluate<number>('document.documentElement.scrollWidth'), `${hash} at 390 px`).toBeLessThanOrEqual(390);
+      expect(await jobs.locator('tbody td[data-label="Status"]').count()).toBeGreaterThan(0);
+      await shoot(`jobs-390${hash === '#/dead' ? '-dead' : ''}`);
+    }
     await page.setViewportSize({ width: 1280, height: 800 });
     // The chart legends name their series, with no `--` value standing in for the pointer's, and
     // fit their chart at both widths.

@@ -33,7 +33,7 @@ export function HeldNote({ held }: { held: NonNullable<Job['held']> }): VNode {
 
 export function JobRows({ items, loaded, actions }: { items: Job[]; loaded: boolean; actions?: (j: Job) => VNode }): VNode {
   const head = ['Job', 'Status', 'Topic', 'Endpoint', 'Attempts', 'Created', 'Run at / finished', 'Last error'];
-  return html`<${Table} label="Jobs" head=${actions ? [...head, 'Actions'] : head}>
+  return html`<${Table} label="Jobs" head=${actions ? [...head, 'Actions'] : head} stack>
     ${
       items.length === 0
         ? html`<tr>
@@ -43,16 +43,16 @@ export function JobRows({ items, loaded, actions }: { items: Job[]; loaded: bool
             (j) =>
               html`<tr>
                 <th scope="row"><a href=${`#/jobs/${j.id}`} class="mono">${j.id.slice(0, 8)}</a></th>
-                <td><${Status} status=${j.status} /></td>
-                <td>${j.topic ? html`<code>${j.topic}</code>` : html`<span class="muted">${j.type}</span>`}</td>
-                <td>${j.endpoint ?? html`<span class="muted">—</span>`}</td>
-                <td>${j.attempts} / ${j.max_attempts}</td>
-                <td><${Time} iso=${j.created_at} /></td>
-                <td>
+                <td data-label="Status"><${Status} status=${j.status} /></td>
+                <td data-label="Topic">${j.topic ? html`<code>${j.topic}</code>` : html`<span class="muted">${j.type}</span>`}</td>
+                <td data-label="Endpoint">${j.endpoint ?? html`<span class="muted">—</span>`}</td>
+                <td data-label="Attempts">${j.attempts} / ${j.max_attempts}</td>
+                <td data-label="Created"><${Time} iso=${j.created_at} /></td>
+                <td data-label="Run at / finished">
                   ${j.status === 'pending' && j.held ? html`<${HeldNote} held=${j.held} />` : html`<${Time} iso=${j.completed_at ?? j.run_at} />`}
                 </td>
-                <td class="err">${j.last_error ?? ''}</td>
-                ${actions ? html`<td class="actions">${actions(j)}</td>` : null}
+                <td class="err" data-label="Last error">${j.last_error ?? ''}</td>
+                ${actions ? html`<td class="actions" data-label="Actions">${actions(j)}</td>` : null}
               </tr>`,
           )
     }
