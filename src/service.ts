@@ -27,6 +27,7 @@ import { codecOf, type SecretCodec } from './endpoints/store.js';
 import { loadSecretBox } from './crypto/keys.js';
 import { SsrfGuard, type HostLookup } from './net/ssrf.js';
 import { deadLetterHook } from './webhook/dead-letter.js';
+import { AlertSinks } from './sinks/outlet.js';
 import { WEBHOOK_JOB } from './webhook/job.js';
 import { bootstrapUsers } from './users.js';
 import { principalOfTokenHash } from './admin/users.js';
@@ -123,7 +124,7 @@ export class Service {
     this.metrics = new Metrics({ pool: db.pool, log: this.log, inFlight: () => this.workers?.inFlight ?? 0 });
     // The per-endpoint gauges: this process's endpoints, and its workers where it has them.
     this.metrics.watchEndpoints({
-      endpoints: () => this.registry.endpoints,
+      endpoints: () => [...this.registry.byName.values()],
       inFlightFor: (name) => this.workers?.inFlightFor(name) ?? 0,
       caps: () => this.limits.caps(),
     });
@@ -214,8 +215,10 @@ export class Service {
       log.info({ event: 'jobs.disabled' }, 'jobs.enabled is false: no outbox pump, scheduler or workers');
       return;
     }
-    const onDead = deadLetterHook(this.channels.alerts);
-    for (const r of periodicRunners(cfg, { channels: this.channels, onDead, metrics: this.metrics }, opts.runners ?? [])) {
+    // Alerts reach the sinks through the queue (docs/operations.md#alert-sinks), written with each alert.
+    const alertSinks = AlertSinks.fromConfig(cfg, this.channels.jobs);
+    const onDead = deadLetterHook(this.channels.alerts, alertSinks);
+    for (const r of periodicRunners(cfg, { channels: this.channels, onDead, alertSinks, metrics: this.metrics }, opts.runners ?? [])) {
       this.scheduler.register(r);
     }
     this.outboxPump = new OutboxPump({
@@ -239,6 +242,7 @@ export class Service {
       hostLookup: this.hostLookup,
       handlers: opts.handlers,
       onDead,
+      alertSinks,
       metrics: this.metrics,
       log,
     });
@@ -305,7 +309,7 @@ function logConfig(cfg: Config, log: Logger, runners: readonly PeriodicRunner[])
 /** Our periodic runners as configured (reaper, purge, partitions, counter rollup, upgrade, expiry of held jobs), then the host's with their `jobs.<name>` blocks. */
 function periodicRunners(
   cfg: Config,
-  ctx: { channels: ReturnType<typeof channels>; onDead: DeadHook; metrics: Metrics },
+  ctx: { channels: ReturnType<typeof channels>; onDead: DeadHook; alertSinks: AlertSinks | null; metrics: Metrics },
   hostRunners: readonly PeriodicRunner[],
 ): PeriodicRunner[] {
   const j = cfg.jobs;
@@ -343,6 +347,7 @@ function periodicRunners(
     jobExpiry({
       maxAgeMs: cfg.notify.webhook.max_age,
       alertsChannel: ctx.channels.alerts,
+      alertSinks: ctx.alertSinks,
       onExpired: (rows) => ctx.metrics.jobsExpired(rows),
     }),
     ...hostRunners.flatMap((runner) => withRunnerConfig(runner, runnerConfig(cfg, runner.name))),

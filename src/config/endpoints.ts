@@ -1,6 +1,6 @@
 /** The normalised list of webhook endpoints: what the dispatcher fans out to and workers send to. */
 import { blockedRange, parseCidr, SsrfGuard } from '../net/ssrf.js';
-import type { Config, Scheme } from './schema.js';
+import type { Config, Scheme, SinkFormat } from './schema.js';
 
 export interface Endpoint {
   /** `default` for the top-level `notify.webhook.url` form. */
@@ -41,6 +41,8 @@ export interface Endpoint {
   readonly ssrf_guard: boolean;
   /** `notify.webhook.allow_networks`: CIDRs the guard lets through (the same array for every endpoint). */
   readonly allow_networks: readonly string[];
+  /** Set on the internal endpoint of an alert sink (`sink:NAME`, docs/operations.md#alert-sinks): the format of its bodies. */
+  readonly sink?: SinkFormat;
 }
 
 export const DEFAULT_ENDPOINT = 'default';
@@ -93,6 +95,41 @@ export function resolveEndpoints(config: Config): Endpoint[] {
   return out;
 }
 
+/** The internal endpoint of an alert sink is named this prefix and the sink's name: no customer endpoint name has a colon. */
+export const SINK_PREFIX = 'sink:';
+
+export const sinkEndpointName = (sink: string): string => `${SINK_PREFIX}${sink}`;
+export const isSinkEndpoint = (endpoint: string | null | undefined): boolean => endpoint?.startsWith(SINK_PREFIX) ?? false;
+
+/**
+ * The `alerts.sinks` as internal endpoints (docs/operations.md#alert-sinks): delivered by the
+ * queue as any endpoint is (their own circuit, max_in_flight, retries and back-off), but with no
+ * topics (no event fans out to them) and never listed with the customer endpoints.
+ */
+export function resolveSinks(config: Config): Endpoint[] {
+  const w = config.notify.webhook;
+  return config.alerts.sinks.map((s) => {
+    const timeout = s.timeout ?? w.timeout;
+    return {
+      name: sinkEndpointName(s.name),
+      url: s.url,
+      secret: s.secret,
+      topics: [],
+      timeout,
+      connect_timeout: Math.min(w.connect_timeout ?? DEFAULT_CONNECT_TIMEOUT_MS, timeout),
+      max_in_flight: s.max_in_flight,
+      rate_limit: 0,
+      scheme: 'acw',
+      headers: s.headers,
+      enabled: true,
+      source: 'config',
+      ssrf_guard: s.ssrf_guard,
+      allow_networks: w.allow_networks,
+      sink: s.format,
+    };
+  });
+}
+
 /** The rotation fields, when both are set; an empty `secret_next` (an unset variable in a command that never signs) is none. */
 function rotation(c: { readonly secret_next?: string | undefined; readonly rotate_until?: number | undefined }) {
   return c.secret_next && c.rotate_until !== undefined ? { secret_next: c.secret_next, rotate_until: c.rotate_until } : {};
@@ -114,6 +151,11 @@ export function configWarnings(config: Config, nowMs = Date.now()): string[] {
   if (w.url !== '' && over(w)) out.push(`notify.webhook.rotate_until: ${finished}`);
   w.endpoints.forEach((ep, i) => {
     if (over(ep)) out.push(`notify.webhook.endpoints[${i}].rotate_until: ${finished}`);
+  });
+  const sinkGuard = new SsrfGuard({ allowNetworks: w.allow_networks });
+  config.alerts.sinks.forEach((s, i) => {
+    const refused = s.ssrf_guard ? guardRefusal(sinkGuard, s.url) : null;
+    if (refused !== null) out.push(`alerts.sinks[${i}].${refused}: every alert to it will fail (ssrf_guard is on)`);
   });
   if (!w.enabled) return out;
   const empty = 'empty: this endpoint receives no event (list topics, "prefix.*" or "*")';

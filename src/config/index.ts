@@ -1,6 +1,15 @@
 /** Configuration: schema (defaults and docs), loading, durations, topics and endpoints. */
 export { formatDuration, formatSize, parseDuration, parseSize } from './duration.js';
-export { configWarnings, resolveEndpoints, DEFAULT_ENDPOINT, type Endpoint } from './endpoints.js';
+export {
+  configWarnings,
+  isSinkEndpoint,
+  resolveEndpoints,
+  resolveSinks,
+  sinkEndpointName,
+  DEFAULT_ENDPOINT,
+  SINK_PREFIX,
+  type Endpoint,
+} from './endpoints.js';
 export { ConfigError, formatPath } from './errors.js';
 export { interpolate, interpolateString, type Env } from './interpolate.js';
 export { parseListen, type ListenAddress } from './listen.js';
@@ -13,6 +22,7 @@ export {
   LOG_LEVELS,
   ROLES,
   SCHEMES,
+  SINK_FORMATS,
   APP_RUNNERS,
   type AppRunnerConfig,
   type Config,
@@ -21,5 +31,6 @@ export {
   type LogLevel,
   type Role,
   type Scheme,
+  type SinkFormat,
 } from './schema.js';
 export { isValidTopic, isValidTopicPattern, topicMatches } from './topics.js';

@@ -135,6 +135,7 @@ function isServiceSecret(path: KeyPath): boolean {
   const [a, b, c, d, e] = path;
   if (a === 'secrets') return true;
   if (a === 'server') return path.length === 5 && b === 'auth' && c === 'users' && typeof d === 'number' && e === 'token';
+  if (a === 'alerts') return b === 'sinks' && typeof c === 'number' && (d === 'secret' || (d === 'headers' && path.length === 5));
   if (a !== 'notify' || b !== 'webhook') return false;
   const rest = c === 'endpoints' && typeof d === 'number' ? path.slice(4) : path.slice(2);
   return (rest.length === 1 && (rest[0] === 'secret' || rest[0] === 'secret_next')) || (rest.length === 2 && rest[0] === 'headers');

@@ -63,7 +63,7 @@ const emptyNext = (ep: Obj): boolean => ep['secret_next'] === '';
 export function missingSecrets(tree: unknown): Issue[] {
   const notify = isObject(tree) ? tree['notify'] : undefined;
   const w = isObject(notify) ? notify['webhook'] : undefined;
-  if (!isObject(w)) return [];
+  if (!isObject(w)) return missingSinkSecrets(tree);
   const out: Issue[] = [];
   const url = str(w['url']);
   if (url !== undefined && url !== '' && noSecret(w))
@@ -77,7 +77,32 @@ export function missingSecrets(tree: unknown): Issue[] {
     if (isObject(ep) && emptyNext(ep))
       out.push({ path: ['notify', 'webhook', 'endpoints', i, 'secret_next'], message: 'must not be empty' });
   });
+  out.push(...missingSinkSecrets(tree));
   return out;
+}
+
+/** Sinks of format `webhook` (the default) with no secret: their alerts could not be signed. */
+function missingSinkSecrets(tree: unknown): Issue[] {
+  const alerts = isObject(tree) ? tree['alerts'] : undefined;
+  const sinks = isObject(alerts) && Array.isArray(alerts['sinks']) ? (alerts['sinks'] as unknown[]) : [];
+  return sinks.flatMap((s, i) =>
+    isObject(s) && (s['format'] === undefined || s['format'] === 'webhook') && noSecret(s)
+      ? [{ path: ['alerts', 'sinks', i, 'secret'], message: 'required (non-empty) for a sink of format "webhook": its alerts are signed' }]
+      : [],
+  );
+}
+
+/** `alerts`: sink names are unique (each is the endpoint `sink:NAME`). */
+export function checkAlerts(a: unknown, add: AddIssue): void {
+  const sinks = isObject(a) && Array.isArray(a['sinks']) ? (a['sinks'] as unknown[]) : [];
+  const seen = new Map<string, number>();
+  sinks.forEach((s, i) => {
+    const name = isObject(s) ? str(s['name']) : undefined;
+    if (name === undefined) return;
+    const first = seen.get(name);
+    if (first !== undefined) add(['sinks', i, 'name'], `duplicate sink name "${name}" (also sinks[${first}])`);
+    else seen.set(name, i);
+  });
 }
 
 /** `notify.webhook`: the top-level `default` endpoint and the names in `endpoints`. */

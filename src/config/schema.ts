@@ -26,7 +26,7 @@ import {
   text,
   topics,
 } from './fields.js';
-import { checkAuth, checkCircuit, checkEndpoint, checkRetry, checkWebhook, isObject, type AddIssue } from './rules.js';
+import { checkAlerts, checkAuth, checkCircuit, checkEndpoint, checkRetry, checkWebhook, isObject, type AddIssue } from './rules.js';
 import { ROLES } from '../roles.js';
 
 export { ROLES, type Role } from '../roles.js';
@@ -40,6 +40,8 @@ function withRule<T extends z.ZodType>(schema: T, rule: (value: unknown, add: Ad
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export const SCHEMES = ['acw', 'standard'] as const;
+/** How an alert sink's body is written (docs/operations.md#alert-sinks). */
+export const SINK_FORMATS = ['webhook', 'slack'] as const;
 
 const user = strict({
   name: pattern(/^[A-Za-z0-9_.@-]{1,64}$/, 'a user name of 1-64 letters, digits or "_.@-"').describe('principal name'),
@@ -148,6 +150,28 @@ const webhook = withRule(
   checkWebhook,
 );
 
+/** One `alerts.sinks[]` entry: a target that gets every alert, delivered as a webhook job of its own endpoint. */
+const sink = strict({
+  name: pattern(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'a sink name like "ops-pager" (lowercase, digits, "_-")').describe(
+    'unique sink name; its deliveries are jobs of the endpoint "sink:NAME"',
+  ),
+  format: oneOf(SINK_FORMATS)
+    .default('webhook')
+    .describe('webhook: the alert as JSON, signed with X-ACW-* headers; slack: a Slack-compatible incoming-webhook body'),
+  url: httpUrl().describe('http(s) URL the alert is POSTed to (for slack: the incoming-webhook URL, a secret itself)'),
+  secret: secretText()
+    .default('')
+    .describe('signing key (required for format webhook); for slack, optional: set, the X-ACW-* signature is sent too'),
+  headers: headers()
+    .default(() => ({}))
+    .describe('extra request headers'),
+  timeout: duration({ positive: true }).optional().describe('per-attempt timeout; default notify.webhook.timeout'),
+  max_in_flight: int(1, 100).default(2).describe('concurrent deliveries to this sink per process'),
+  ssrf_guard: bool()
+    .default(false)
+    .describe('true: refuse addresses outside global unicast (see notify.webhook.allow_networks), as for endpoints'),
+});
+
 /**
  * The application runners the config knows by name (the host application's workspace fetch,
  * worktree prune and attachment cleanup): their `jobs:` blocks load as written and each is handed
@@ -234,7 +258,9 @@ export const configSchema = strict({
     max_body: size().prefault('1mb').describe('largest request body'),
     public_url: httpUrl({ optional: true })
       .default('')
-      .describe('the URL users open (behind a proxy); https: the session cookie is Secure; empty: the listen address'),
+      .describe(
+        'the URL users open (behind a proxy); https: the session cookie is Secure; alert sinks link under it; empty: the listen address, and no links',
+      ),
     session_ttl: duration({ positive: true }).prefault('12h').describe('how long a dashboard sign-in lasts'),
     auth: withRule(
       strict({
@@ -270,6 +296,16 @@ export const configSchema = strict({
   })
     .prefault({})
     .describe('notification channels'),
+  alerts: withRule(
+    strict({
+      sinks: list(sink)
+        .default(() => [])
+        .describe('targets that get every alert and every resolution, through the queue (docs/operations.md#alert-sinks)'),
+    }),
+    checkAlerts,
+  )
+    .prefault({})
+    .describe("where alerts go besides the API, the CLI and the admins' inbox"),
 });
 
 /** Makes a parsed value read-only all the way down, as `loadConfig` freezes it. */
@@ -285,5 +321,6 @@ export type ConfigData = z.output<typeof configSchema>;
 export type Config = DeepReadonly<ConfigData>;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 export type Scheme = (typeof SCHEMES)[number];
+export type SinkFormat = (typeof SINK_FORMATS)[number];
 /** A parsed application runner block: `interval` in milliseconds, the runner's own keys as written. */
 export type AppRunnerConfig = Readonly<z.output<typeof appRunner>>;

@@ -14,6 +14,7 @@ import type { DeadHook } from '../queue/types.js';
 import { WorkerPool, type JobHandler, type OutcomeHandler } from '../queue/worker.js';
 import { EndpointAgents } from '../webhook/agents.js';
 import type { HostLookup } from '../net/ssrf.js';
+import type { AlertSinks } from '../sinks/outlet.js';
 import { createDeliverHandler, logAttempt } from '../webhook/deliver.js';
 import { WEBHOOK_JOB } from '../webhook/job.js';
 
@@ -37,6 +38,8 @@ export interface DeliveryLoopOptions {
   handlers?: Record<string, JobHandler> | undefined;
   /** Runs in the transaction that sends jobs to dead (the dead letter). */
   onDead: DeadHook;
+  /** Where alerts go besides the API (docs/operations.md#alert-sinks). */
+  alertSinks?: AlertSinks | null | undefined;
   metrics: Metrics;
   log: Logger;
 }
@@ -85,6 +88,7 @@ export class DeliveryLoop {
       listenHub: opts.listenHub,
       channel: opts.channels.endpoints,
       alertsChannel: opts.channels.alerts,
+      alertSinks: opts.alertSinks,
       circuit: cfg.notify.webhook.circuit,
       endpoints: opts.endpoints,
       log,

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Queryable } from '../db/pool.js';
 import type { Logger } from '../log.js';
+import type { AlertSinks } from '../sinks/outlet.js';
 import type { CachedState, CircuitConfig, CircuitState } from './types.js';
 
 /**
@@ -20,28 +21,33 @@ export type EndpointAlertAction =
 
 /**
  * Raise one alert about an endpoint: one audit_log row (the exactly-once record that `alerts` and
- * `GET /v1/alerts` read), one inbox message to every admin (topic = the action), and a NOTIFY
- * on the alerts channel that only wakes followers. Run it inside the transaction whose change the
- * alert reports, so it is raised exactly when that change commits. Returns the audit row id.
+ * `GET /v1/alerts` read), one inbox message to every admin (topic = the action), a NOTIFY on the
+ * alerts channel that only wakes followers, and its deliveries to the alert sinks
+ * (docs/operations.md#alert-sinks). Run it inside the transaction whose change the alert reports,
+ * so it is raised, and its sinks' jobs written, exactly when that change commits. Returns the audit row id.
  */
 export async function raiseEndpointAlert(
   db: Queryable,
   alertsChannel: string,
   alert: { action: EndpointAlertAction; endpoint: string; details: Record<string, unknown> },
+  sinks: AlertSinks | null = null,
 ): Promise<number> {
-  const res = await db.query<{ id: string }>(
+  const res = await db.query<{ id: string; created_at: Date; details: Record<string, unknown> }>(
     `with a as (
        insert into audit_log (action, actor, target_type, target_id, details)
        values ($1, 'system', 'endpoint', $2, $3::jsonb || jsonb_build_object('endpoint', $2::text))
-       returning id, details),
+       returning id, created_at, details),
      n as (
        insert into notifications (user_id, topic, data)
        select u.id, $1, a.details || jsonb_build_object('audit_id', a.id)
        from a cross join users u where u.role = 'admin' and u.revoked_at is null)
-     select a.id, pg_notify($4, a.id::text) from a`,
+     select a.id, a.created_at, a.details, pg_notify($4, a.id::text) from a`,
     [alert.action, alert.endpoint, JSON.stringify(alert.details), alertsChannel],
   );
-  return Number(res.rows[0]!.id);
+  const row = res.rows[0]!;
+  const id = Number(row.id);
+  await sinks?.enqueue(db, [{ id, action: alert.action, createdAt: row.created_at, details: row.details }]);
+  return id;
 }
 
 /** A resolution alert resolves the alert of its condition, and is resolved from the start itself. */
@@ -89,7 +95,13 @@ const iso = (d: Date | null): string | null => d?.toISOString() ?? null;
  * One endpoint's owed alerts, in the transaction that marks its row, so each is raised exactly
  * once across processes (a row another process holds is skipped; it raises them).
  */
-export async function settleEndpointAlerts(pool: pg.Pool, alertsChannel: string, name: string, c: CircuitConfig): Promise<RaisedAlert[]> {
+export async function settleEndpointAlerts(
+  pool: pg.Pool,
+  alertsChannel: string,
+  name: string,
+  c: CircuitConfig,
+  sinks: AlertSinks | null = null,
+): Promise<RaisedAlert[]> {
   const client = await pool.connect();
   try {
     await client.query('begin');
@@ -104,7 +116,7 @@ export async function settleEndpointAlerts(pool: pg.Pool, alertsChannel: string,
     const r = res.rows[0];
     const raised: RaisedAlert[] = [];
     const raise = async (action: EndpointAlertAction, details: Record<string, unknown>, message: string): Promise<number> => {
-      const id = await raiseEndpointAlert(client, alertsChannel, { action, endpoint: name, details });
+      const id = await raiseEndpointAlert(client, alertsChannel, { action, endpoint: name, details }, sinks);
       raised.push({ action, id, message });
       return id;
     };
@@ -201,6 +213,7 @@ export async function raiseOwedAlerts(
   cache: ReadonlyMap<string, CachedState>,
   c: CircuitConfig,
   log: Logger,
+  sinks: AlertSinks | null = null,
 ): Promise<boolean> {
   const now = Date.now();
   const owed = [...cache].filter(([, s]) => {
@@ -209,7 +222,7 @@ export async function raiseOwedAlerts(
   });
   if (owed.length === 0) return false;
   for (const [name] of owed.toSorted(([a], [b]) => (a < b ? -1 : 1))) {
-    for (const a of await settleEndpointAlerts(pool, alertsChannel, name, c)) {
+    for (const a of await settleEndpointAlerts(pool, alertsChannel, name, c, sinks)) {
       const fields = { event: 'endpoint.alert', endpoint: name, action: a.action, alert_id: a.id };
       if (a.action === 'endpoint.circuit_closed' || a.action === 'endpoint.failing_resolved') log.info(fields, a.message);
       else log.warn(fields, a.message);

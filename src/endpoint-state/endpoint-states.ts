@@ -5,6 +5,7 @@ import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ClaimedJob, JobOutcome } from '../queue/types.js';
 import { WEBHOOK_JOB } from '../webhook/job.js';
+import type { AlertSinks } from '../sinks/outlet.js';
 import { alertDueAt, raiseOwedAlerts } from './alerts.js';
 import { closeAllCircuits, ensureStateRows, readHoldingStates, writeOutcomes, type FlushRow } from './circuit-rows.js';
 import { PendingOutcomes } from './pending-outcomes.js';
@@ -19,6 +20,8 @@ export interface EndpointStatesOptions {
   /** NOTIFY channel naming an endpoint whose row changed. */
   channel: string;
   alertsChannel: string;
+  /** Where alerts go besides the API (docs/operations.md#alert-sinks); null or absent: nowhere else. */
+  alertSinks?: AlertSinks | null | undefined;
   circuit: CircuitConfig;
   endpoints: () => ReadonlyMap<string, Endpoint>;
   log: Logger;
@@ -320,7 +323,9 @@ export class EndpointStates {
       await this.ensureRows();
       if (this.circuitOn && this.runner) await this.probes.claimDue(this.cache, this.opts.endpoints(), this.runner);
       if (await this.probes.expireLate(this.cache)) await this.refresh();
-      if (await raiseOwedAlerts(this.opts.pool, this.opts.alertsChannel, this.cache, this.opts.circuit, this.opts.log))
+      if (
+        await raiseOwedAlerts(this.opts.pool, this.opts.alertsChannel, this.cache, this.opts.circuit, this.opts.log, this.opts.alertSinks)
+      )
         await this.refresh();
     } catch (err) {
       this.opts.log.warn({ event: 'endpoint.state_read_error', err: coerceError(err).message }, 'reading endpoint state failed; retrying');

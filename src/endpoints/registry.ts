@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { resolveEndpoints, type Config, type Endpoint } from '../config/index.js';
+import { resolveEndpoints, resolveSinks, type Config, type Endpoint } from '../config/index.js';
 import type { ListenHub, Subscription } from '../db/listen-hub.js';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -40,6 +40,8 @@ export class EndpointNameClash extends Error {
  */
 export class EndpointRegistry {
   private readonly fromConfig: Endpoint[];
+  /** The alert sinks' internal endpoints (docs/operations.md#alert-sinks): in byName (delivered to), never in `endpoints`. */
+  private readonly sinks: Endpoint[];
   private list: readonly Endpoint[];
   private map: ReadonlyMap<string, Endpoint>;
   private version = '';
@@ -55,16 +57,23 @@ export class EndpointRegistry {
 
   constructor(private readonly opts: RegistryOptions) {
     this.fromConfig = resolveEndpoints(opts.config);
+    this.sinks = resolveSinks(opts.config);
     this.list = this.fromConfig;
-    this.map = new Map(this.list.map((e) => [e.name, e]));
+    this.map = this.mapOf(this.list);
   }
 
+  /** The customer endpoints: the config's, then the stored ones (no alert sink). */
   get endpoints(): readonly Endpoint[] {
     return this.list;
   }
 
+  /** Every endpoint delivered to by name, the alert sinks' included. */
   get byName(): ReadonlyMap<string, Endpoint> {
     return this.map;
+  }
+
+  private mapOf(list: readonly Endpoint[]): ReadonlyMap<string, Endpoint> {
+    return new Map([...list, ...this.sinks].map((e) => [e.name, e]));
   }
 
   /** Names defined in the config file. */
@@ -201,7 +210,7 @@ export class EndpointRegistry {
     this.byRow = next;
     if (!changed) return;
     this.list = [...this.fromConfig, ...[...next.values()].map((v) => v.ep)];
-    this.map = new Map(this.list.map((e) => [e.name, e]));
+    this.map = this.mapOf(this.list);
     this.opts.onChange?.(this.list);
   }
 

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { raiseEndpointAlert } from '../endpoint-state/alerts.js';
 import { withTransaction } from '../db/pool.js';
 import type { Logger } from '../log.js';
+import type { AlertSinks } from '../sinks/outlet.js';
 import { expireHeldJobs, type ExpiredRow, type ExpiryCursor } from '../queue/transitions.js';
 import type { PeriodicRunner } from './scheduler.js';
 
@@ -18,6 +19,8 @@ export interface ExpiryOptions {
   /** notify.webhook.max_age */
   maxAgeMs: number;
   alertsChannel: string;
+  /** Where alerts go besides the API (docs/operations.md#alert-sinks). */
+  alertSinks?: AlertSinks | null | undefined;
   log: Logger;
   batch?: number;
   maxPerSweep?: number;
@@ -104,16 +107,21 @@ export async function sweepExpiredJobs(pool: pg.Pool, opts: ExpiryOptions): Prom
     // In name order, so alerts and log lines come out in a stable order.
     const endpoints = [...byEndpoint.values()].toSorted((a, b) => (a.endpoint < b.endpoint ? -1 : a.endpoint > b.endpoint ? 1 : 0));
     for (const e of endpoints) {
-      await raiseEndpointAlert(client, opts.alertsChannel, {
-        action: 'endpoint.expired',
-        endpoint: e.endpoint,
-        details: {
-          count: e.count,
-          reason: 'endpoint unavailable',
-          max_age_ms: opts.maxAgeMs,
-          oldest_series_started_at: e.oldestSeriesStartedAt.toISOString(),
+      await raiseEndpointAlert(
+        client,
+        opts.alertsChannel,
+        {
+          action: 'endpoint.expired',
+          endpoint: e.endpoint,
+          details: {
+            count: e.count,
+            reason: 'endpoint unavailable',
+            max_age_ms: opts.maxAgeMs,
+            oldest_series_started_at: e.oldestSeriesStartedAt.toISOString(),
+          },
         },
-      });
+        opts.alertSinks ?? null,
+      );
     }
     return { ran: true, expired: expired.length, endpoints };
   });

@@ -1,5 +1,7 @@
 import type pg from 'pg';
+import type { AlertAction } from '../admin/alert-actions.js';
 import type { DeadHook, DeadJob } from '../queue/types.js';
+import type { AlertSinks } from '../sinks/outlet.js';
 import { WEBHOOK_JOB } from './job.js';
 
 /**
@@ -8,17 +10,31 @@ import { WEBHOOK_JOB } from './job.js';
  * one inbox message per admin, and a NOTIFY on the alerts channel carrying the newest audit
  * id. The rows are the exactly-once record; the NOTIFY only wakes listeners. While an endpoint is
  * failing, its dead jobs send no inbox message each: they are counted, and the alert that ends it
- * says how many.
+ * says how many. With alert sinks, each dead letter also gets its sinks' deliveries in the same
+ * transaction (docs/operations.md#alert-sinks), except, as for the inbox, a failing endpoint's.
  */
 function topicOf(j: DeadJob): string | null {
   const p = j.payload as { topic?: unknown } | null;
   return typeof p === 'object' && p !== null && typeof p.topic === 'string' ? p.topic : null;
 }
 
-export function deadLetterHook(alertsChannel: string): DeadHook {
+interface LetterRow {
+  id: string;
+  action: AlertAction;
+  created_at: Date;
+  details: Record<string, unknown>;
+}
+
+/** The last statement: the NOTIFY alone, or with the dead letters the sinks get (none of a failing endpoint). */
+const NOTIFY_ONLY = `select pg_notify($10, max(id)::text) from a`;
+const NOTIFY_AND_ROWS = `select a.id, a.action, a.created_at, a.details
+       from a cross join (select pg_notify($10, max(id)::text) from a) nt
+       where a.details->>'endpoint' is null or a.details->>'endpoint' not in (select endpoint from f)`;
+
+export function deadLetterHook(alertsChannel: string, sinks: AlertSinks | null = null): DeadHook {
   return async (client: pg.ClientBase, jobs: DeadJob[]) => {
     if (jobs.length === 0) return;
-    await client.query(
+    const res = await client.query<LetterRow>(
       `with j as (
          select * from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::uuid[], $8::text[])
            as t(id, type, endpoint, last_error, attempts, reason, event_id, topic)),
@@ -28,7 +44,7 @@ export function deadLetterHook(alertsChannel: string): DeadHook {
            jsonb_build_object('job_id', j.id, 'type', j.type, 'endpoint', j.endpoint, 'topic', j.topic, 'event_id', j.event_id,
                               'attempts', j.attempts, 'reason', j.reason, 'last_error', j.last_error)
          from j
-         returning id, details),
+         returning id, action, created_at, details),
        -- Endpoints failing now (docs/operations.md#failing-endpoints), locked in name order: their
        -- dead jobs are counted for the summary that ends it, and send no message each.
        f as (
@@ -45,7 +61,7 @@ export function deadLetterHook(alertsChannel: string): DeadHook {
          from a cross join users u
          where u.role = 'admin' and u.revoked_at is null
            and (a.details->>'endpoint' is null or a.details->>'endpoint' not in (select endpoint from f)))
-       select pg_notify($10, max(id)::text) from a`,
+       ${sinks ? NOTIFY_AND_ROWS : NOTIFY_ONLY}`,
       [
         jobs.map((j) => j.id),
         jobs.map((j) => j.type),
@@ -59,5 +75,11 @@ export function deadLetterHook(alertsChannel: string): DeadHook {
         alertsChannel,
       ],
     );
+    if (sinks) {
+      await sinks.enqueue(
+        client,
+        res.rows.map((r) => ({ id: Number(r.id), action: r.action, createdAt: r.created_at, details: r.details })),
+      );
+    }
   };
 }

@@ -117,6 +117,9 @@ export function buildHeaders(opts: BuildHeadersOptions): Record<string, string> 
   if (opts.scheme === 'acw') {
     headers['X-ACW-Event-Id'] = opts.jobId;
     headers['X-ACW-Timestamp'] = String(opts.timestamp);
+    // No secret, no signature: only an alert sink of format slack goes without one (every endpoint
+    // needs a secret), and an HMAC under an empty key would prove nothing.
+    if (opts.secret === '') return headers;
     headers['X-ACW-Signature'] = signAcw(opts.secret, opts.timestamp, opts.body);
     // The old secret keeps X-ACW-Signature, so a receiver that knows one secret verifies all through the overlap.
     if (opts.secretNext !== undefined) headers['X-ACW-Signature-Next'] = signAcw(opts.secretNext, opts.timestamp, opts.body);

@@ -87,6 +87,7 @@ describe('defaults', () => {
           allow_networks: [],
         },
       },
+      alerts: { sinks: [] },
     });
   });
 
