@@ -1,7 +1,7 @@
 // The process a supervisor (or a terminal's `kill`) signals is the outer one: npm, npx, or a shell.
 // Each test signals only that process and then checks, by PID, that the service and its embedded
 // PostgreSQL are gone and that the port no longer answers.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -117,9 +117,10 @@ beforeAll(() => {
   for (const f of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'vite.config.ts']) cpSync(join(ROOT, f), join(proj, f));
   for (const d of ['src', 'bin', 'migrations', 'dashboard', 'scripts']) cpSync(join(ROOT, d), join(proj, d), { recursive: true });
   symlinkSync(join(ROOT, 'node_modules'), join(proj, 'node_modules'));
-  // Built once here; the entries below run with npm's lifecycle scripts off (prestart, prepare), so
-  // each one starts the service without building again: the subject is the signals, not the build.
-  execFileSync('npm', ['run', 'build', '--silent'], { cwd: proj, stdio: 'ignore' });
+  // The entries below run with npm's lifecycle scripts off (prestart, prepare), so each one starts
+  // the service without building again: the subject is the signals, not the build. Its dist/ is a
+  // copy of the one this run tests (`npm run build` runs before the tests).
+  cpSync(join(ROOT, 'dist'), join(proj, 'dist'), { recursive: true });
   dataDir = join(dir, 'data');
   cfg = join(dir, 'config.yaml');
   writeFileSync(cfg, `database: { data_dir: "${dataDir}" }\nserver: { listen: "127.0.0.1:0" }\njobs: { shutdown_grace: ${GRACE_MS}ms }\n`);

@@ -78,55 +78,61 @@ async function run(command: string, extraEnv: Record<string, string> = {}): Prom
   return stdout;
 }
 
-it('runs as written: the receiver gets both endpoints verified, the saved copy verifies, the service warns once about allow_networks', async () => {
-  const [receiver, service, third, verify, ...rest] = shBlocks('A 60-second tour').map((b) => subst(b));
-  expect(rest).toEqual([]);
+// The tour's four shell blocks (a receiver, the service, then commands), run one after another:
+// 30 s, the default, ran out on a loaded CI machine; each command has 60 s of its own.
+it(
+  'runs as written: the receiver gets both endpoints verified, the saved copy verifies, the service warns once about allow_networks',
+  { timeout: 180_000 },
+  async () => {
+    const [receiver, service, third, verify, ...rest] = shBlocks('A 60-second tour').map((b) => subst(b));
+    expect(rest).toEqual([]);
 
-  // First terminal: the receiver, which runs until stopped.
-  // exec (after any VAR=value): the shell becomes the receiver, so stopping it stops the receiver.
-  const [rxCommand, ...rxMore] = commands(receiver!);
-  expect(rxMore).toEqual([]);
-  const rx = startProc('sh', ['-c', rxCommand!.replace(/^((?:\w+=\S+\s+)*)/, '$1exec ')], env, { cwd: dir });
-  procs.push(rx);
-  await rx.waitForLine(/listening on/);
+    // First terminal: the receiver, which runs until stopped.
+    // exec (after any VAR=value): the shell becomes the receiver, so stopping it stops the receiver.
+    const [rxCommand, ...rxMore] = commands(receiver!);
+    expect(rxMore).toEqual([]);
+    const rx = startProc('sh', ['-c', rxCommand!.replace(/^((?:\w+=\S+\s+)*)/, '$1exec ')], env, { cwd: dir });
+    procs.push(rx);
+    await rx.waitForLine(/listening on/);
 
-  // Second: the config file, then the service in the foreground (`npm start` in the tour).
-  const svc = startProc('sh', ['-c', service!], env, { cwd: dir });
-  procs.push(svc);
-  await svc.waitForLine(/"event":"service.listening"/, 60_000);
+    // Second: the config file, then the service in the foreground (`npm start` in the tour).
+    const svc = startProc('sh', ['-c', service!], env, { cwd: dir });
+    procs.push(svc);
+    await svc.waitForLine(/"event":"service.listening"/, 60_000);
 
-  // Third, a command at a time, as typed: the token exported, the secret's file written, the
-  // endpoint added with it, the event sent.
-  const [exportToken, secretFile, addEndpoint, notify, ...more] = commands(third!);
-  expect(more).toEqual([]);
-  const token = await run(`${exportToken!}; printf %s "$ACW_TOKEN"`);
-  expect(token).toMatch(/^\S{20,}$/);
-  await run(secretFile!);
-  const added = JSON.parse(await run(addEndpoint!, { ACW_TOKEN: token })) as { name: string; url: string };
-  expect(added).toMatchObject({ name: 'audit' });
-  // A person types the next line after the service has loaded it (within a second); wait as long.
-  await waitFor(async () => (await fetch(`${apiUrl(notify!)}/v1/endpoints/audit`, { headers: auth(token) })).ok, 15_000);
-  const answer = JSON.parse(await run(notify!, { ACW_TOKEN: token })) as { job_ids: string[] };
-  expect(answer.job_ids).toHaveLength(2);
+    // Third, a command at a time, as typed: the token exported, the secret's file written, the
+    // endpoint added with it, the event sent.
+    const [exportToken, secretFile, addEndpoint, notify, ...more] = commands(third!);
+    expect(more).toEqual([]);
+    const token = await run(`${exportToken!}; printf %s "$ACW_TOKEN"`);
+    expect(token).toMatch(/^\S{20,}$/);
+    await run(secretFile!);
+    const added = JSON.parse(await run(addEndpoint!, { ACW_TOKEN: token })) as { name: string; url: string };
+    expect(added).toMatchObject({ name: 'audit' });
+    // A person types the next line after the service has loaded it (within a second); wait as long.
+    await waitFor(async () => (await fetch(`${apiUrl(notify!)}/v1/endpoints/audit`, { headers: auth(token) })).ok, 15_000);
+    const answer = JSON.parse(await run(notify!, { ACW_TOKEN: token })) as { job_ids: string[] };
+    expect(answer.job_ids).toHaveLength(2);
 
-  // The receiver prints one verified line per endpoint, each saved.
-  const lines = await waitFor(() => {
-    const got = rx.lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
-    return got.length >= 2 ? got : undefined;
-  }, 30_000);
-  expect(lines.map((l) => [l['path'], l['verified'], typeof l['saved']]).toSorted()).toEqual([
-    ['/audit', true, 'string'],
-    ['/hook', true, 'string'],
-  ]);
+    // The receiver prints one verified line per endpoint, each saved.
+    const lines = await waitFor(() => {
+      const got = rx.lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+      return got.length >= 2 ? got : undefined;
+    }, 30_000);
+    expect(lines.map((l) => [l['path'], l['verified'], typeof l['saved']]).toSorted()).toEqual([
+      ['/audit', true, 'string'],
+      ['/hook', true, 'string'],
+    ]);
 
-  // The saved copy verifies as a receiver would.
-  expect(JSON.parse(await run(commands(verify!).join('\n')))).toMatchObject({ valid: true, scheme: 'acw' });
+    // The saved copy verifies as a receiver would.
+    expect(JSON.parse(await run(commands(verify!).join('\n')))).toMatchObject({ valid: true, scheme: 'acw' });
 
-  // allow_networks opens loopback: one warning at start, naming the key and the range.
-  const warnings = svc.lines.filter((l) => l.includes('"event":"config.warning"') && l.includes('notify.webhook.allow_networks'));
-  expect(warnings).toHaveLength(1);
-  expect(warnings[0]).toContain('127.0.0.0/8 (loopback)');
-});
+    // allow_networks opens loopback: one warning at start, naming the key and the range.
+    const warnings = svc.lines.filter((l) => l.includes('"event":"config.warning"') && l.includes('notify.webhook.allow_networks'));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain('127.0.0.0/8 (loopback)');
+  },
+);
 
 /** http://127.0.0.1:PORT of the notify command. */
 function apiUrl(command: string): string {
