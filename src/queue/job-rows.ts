@@ -10,6 +10,14 @@ import type { ClaimedJob, DeadJob, DeadReason, JobStatus, NewJob } from './types
 export const CLEAR_LEASE = `locked_by = null, lease_token = null, lease_expires_at = null, updated_at = now()`;
 /** A real attempt or an operator's move ends a series of skipped turns (see unparkJobs). */
 export const NOT_SKIPPED = `parked_since = null, skipped_since = null`;
+/**
+ * A job this worker holds, found through its id and lease (`t`: a row of the statement's id and
+ * lease_token arrays). The status is tested with `is true` (the same test: status is never null) so
+ * that the planner cannot answer it from job_queue_running_idx: with few running jobs in its
+ * statistics it would read every running job to find the few of a batch, where the primary key
+ * finds each at once (bench/README.md, "Cost per delivery").
+ */
+export const HELD = `j.id = t.id and j.lease_token = t.lease_token and (j.status = 'running') is true`;
 /** The attempt just taken (or lost with its lease) was the last one: the job goes dead. */
 export const ATTEMPTS_SPENT = `j.attempts >= j.max_attempts`;
 
@@ -35,12 +43,20 @@ export interface ClaimRow {
   db_now_ms: number;
 }
 
+/**
+ * Epoch milliseconds of a timestamptz, as float8. `date_part` computes in float8, where
+ * `extract(epoch ...)` computes a numeric (PostgreSQL 14 on) that is then cast: numeric division
+ * per column and row, a few percent of PostgreSQL's time on the hot path (bench/README.md, "Cost
+ * per delivery").
+ */
+export const epochMs = (ts: string): string => `date_part('epoch', ${ts}) * 1000`;
+
 /** What a claim returns, read by `toClaimed`. */
 export const RETURNING = `j.id, j.type, j.payload, j.attempts, j.max_attempts, j.lease_token,
-  extract(epoch from j.lease_expires_at)::float8 * 1000 as lease_expires_ms,
-  j.event_id, j.endpoint, extract(epoch from j.created_at)::float8 * 1000 as created_ms,
-  extract(epoch from j.parked_since)::float8 * 1000 as parked_since_ms,
-  extract(epoch from j.skipped_since)::float8 * 1000 as skipped_since_ms, extract(epoch from now())::float8 * 1000 as db_now_ms`;
+  ${epochMs('j.lease_expires_at')} as lease_expires_ms,
+  j.event_id, j.endpoint, ${epochMs('j.created_at')} as created_ms,
+  ${epochMs('j.parked_since')} as parked_since_ms,
+  ${epochMs('j.skipped_since')} as skipped_since_ms, ${epochMs('now()')} as db_now_ms`;
 
 /**
  * A database-clock instant on this process's clock, through the offset between the two read

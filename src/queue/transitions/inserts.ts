@@ -1,5 +1,5 @@
 import type { Queryable } from '../../db/pool.js';
-import { toLeasedJob, type InsertRow } from '../job-rows.js';
+import { epochMs, toLeasedJob, type InsertRow } from '../job-rows.js';
 import type { ClaimedJob, NewJob } from '../types.js';
 import type { InsertedJobs, LeaseOptions } from '../transition-types.js';
 
@@ -87,8 +87,8 @@ export async function insertJobs(
       cross join lateral (select t.leased and not exists (
         select 1 from endpoint_state st where st.endpoint = t.endpoint and (st.circuit <> 'closed' or st.paused)) as leased) l
       ${opts.skipExisting ? 'where t.id is null or not exists (select 1 from job_history h where h.id = t.id) on conflict (id) do nothing' : ''}
-      returning id, lease_token, extract(epoch from lease_expires_at)::float8 * 1000 as lease_expires_ms)
-    select ins.*, extract(epoch from clock_timestamp())::float8 * 1000 as db_now_ms
+      returning id, lease_token, ${epochMs('lease_expires_at')} as lease_expires_ms)
+    select ins.*, ${epochMs('clock_timestamp()')} as db_now_ms
     from ins, (select case when bool_or(p) then pg_notify($2, '') end from unnest(array[$5::boolean]) p) n`,
     values: [JSON.stringify(rows), channel, lease?.workerId ?? null, lease?.leaseMs ?? 0, pending],
   });

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { withTransaction, type Queryable } from '../../db/pool.js';
 import { attemptArrays } from '../attempt-rows.js';
-import { ATTEMPTS_SPENT, CLEAR_LEASE, NOT_SKIPPED, dbToLocal, toDead, type TransitionRow } from '../job-rows.js';
+import { ATTEMPTS_SPENT, CLEAR_LEASE, HELD, NOT_SKIPPED, dbToLocal, toDead, type TransitionRow } from '../job-rows.js';
 import { FINISH, KEEP_ATTEMPTS } from './history-moves.js';
 import type { AttemptRecord, DeadHook, LeaseRef } from '../types.js';
 import type { FailItem, FailResult, ReleaseItem } from '../transition-types.js';
@@ -18,7 +18,7 @@ export async function renewLeases(db: Queryable, leased: readonly LeaseRef[], le
     name: 'acw_renew',
     text: `update job_queue j set lease_expires_at = now() + $3 * interval '1 millisecond'
       from unnest($1::uuid[], $2::uuid[]) t(id, lease_token)
-      where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
+      where ${HELD}
       returning j.id, j.lease_expires_at, now() as db_now`,
     values: [leased.map((h) => h.id), leased.map((h) => h.leaseToken), leaseMs],
   });
@@ -37,7 +37,7 @@ export async function completeJobs(
     name: att ? 'acw_complete_att' : 'acw_complete',
     text: `with moved as (
         delete from job_queue j using unnest($1::uuid[], $2::uuid[]) t(id, lease_token)
-        where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
+        where ${HELD}
         returning j.*),
       ${FINISH('moved', 'completed', 'null')}${att ? att.cte(3, '(select id, false as dead from moved)') : ''}
       select id from moved`,
@@ -55,7 +55,7 @@ export async function failJobs(pool: pg.Pool, items: readonly FailItem[], onDead
   if (items.length === 0) return { changed: new Map() };
   const att = attemptArrays(items);
   // Two guarded writes on disjoint rows: those with attempts left stay in job_queue, the others move.
-  const guard = `j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'`;
+  const guard = HELD;
   const dead = `(t.dead or ${ATTEMPTS_SPENT})`;
   const text = `with t as (
       select * from unnest($1::uuid[], $2::uuid[], $3::text[], $4::boolean[], $5::int[]) t(id, lease_token, error, dead, delay)),
@@ -111,7 +111,7 @@ export async function releaseJobs(db: Queryable, items: readonly ReleaseItem[]):
           parked_since = case t.park when 'unknown' then coalesce(j.parked_since, now()) when 'disabled' then null else j.parked_since end,
           skipped_since = case when t.park is null then j.skipped_since else coalesce(j.skipped_since, now()) end, ${CLEAR_LEASE}
         from unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::text[]) t(id, lease_token, delay, error, park)
-        where j.id = t.id and j.lease_token = t.lease_token and j.status = 'running'
+        where ${HELD}
         returning j.id)${att ? att.cte(6, '(select id, false as dead from upd)') : ''}
       select id from upd`,
     values: [
