@@ -64,7 +64,7 @@ export function attemptArrays(items: ReadonlyArray<{ leased: LeaseRef; attempt?:
   // A row whose job the statement did not change (its lease was lost) is written unless its
   // (job, lease) already has one: an outcome written again after a failure that hid its commit.
   // Only those rows pay that lookup (`or` stops at the first true), and it is a function
-  // (migration 0014) so that the statement's plan holds no partition of job_attempts. Aborted
+  // (migration 0013) so that the statement's plan holds no partition of job_attempts. Aborted
   // attempts (a shutdown) say nothing about the receiver and are not counted.
   return {
     values: [JSON.stringify(rows)],
