@@ -334,6 +334,7 @@ function periodicRunners(
             auditRetentionMs: j.job_purge.audit_retention,
             notificationRetentionMs: j.job_purge.notification_retention,
             maxJobAgeMs: cfg.notify.webhook.max_age,
+            idempotencyRetentionMs: cfg.notify.idempotency_retention,
             batchSize: j.job_purge.batch_size,
           }),
         ]

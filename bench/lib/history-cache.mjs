@@ -59,8 +59,10 @@ export async function historySizes(url) {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
-    const h = (await c.query(`select to_regclass('job_history') is not null as h`)).rows[0].h;
-    const tables = h ? ['job_history', 'job_attempts', 'events'] : ['jobs', 'webhook_attempts', 'events'];
+    const { h, p } = (await c.query(`select to_regclass('job_history') is not null as h, to_regclass('event_log') is not null as p`))
+      .rows[0];
+    const events = p ? 'event_log' : 'events';
+    const tables = h ? ['job_history', 'job_attempts', events] : ['jobs', 'webhook_attempts', events];
     // A plain table is its own one leaf (pg_partition_tree has no row for it).
     const r = await c.query(
       `with leaves as (

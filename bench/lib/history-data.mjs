@@ -89,11 +89,20 @@ function rowsCte({ style, layout, endpoints, topics, deadEvery }) {
 const response = (style) => (style === 'history' ? `case when s.dead then 'gone' else '{"received":true}' end` : `'ok'`);
 const BUCKETS = Array.from({ length: 18 }, (_, k) => `count(*) filter (where s.bucket = ${k})::int`).join(', ');
 
+/**
+ * Where events are written: `event_log` (their day partitions, migration 0012) where it exists,
+ * else the `events` table of older builds.
+ */
+export async function eventsTableOf(db) {
+  const r = await db.query(`select to_regclass('event_log') is not null as p`);
+  return r.rows[0].p ? 'event_log' : 'events';
+}
+
 /** The statement that writes one batch on the history layout. */
 function historyBatchSql(spec) {
   return `with ${rowsCte({ ...spec, layout: 'history' })},
   ev as (
-    insert into events (id, topic, data, principal, dispatched_at, created_at)
+    insert into ${spec.eventsTable} (id, topic, data, principal, dispatched_at, created_at)
     select eid, topic, data::jsonb, 'outbox', queued_at, t from s),
   jh as (
     insert into job_history (id, type, payload, status, attempts, max_attempts, run_at, last_error, created_at, finished_at,
@@ -178,7 +187,8 @@ export async function loadFinished(
       new Date(toMs + 1000).toISOString().slice(0, 10),
     ]);
   }
-  const sql = (layout === 'history' ? historyBatchSql : jobsBatchSql)({ style, endpoints, topics, deadEvery });
+  const eventsTable = await eventsTableOf(db);
+  const sql = (layout === 'history' ? historyBatchSql : jobsBatchSql)({ style, endpoints, topics, deadEvery, eventsTable });
   const step = (toMs - fromMs) / rows;
   for (let lo = 1; lo <= rows; lo += batch) {
     const hi = Math.min(rows, lo + batch - 1);
@@ -194,11 +204,12 @@ export async function loadFinished(
  */
 export async function loadFuture(db, n) {
   await prepareSession(db);
+  const eventsTable = await eventsTableOf(db);
   const body = `'{"event_id":"' || e.id || '","topic":"order.paid","occurred_at":"' || to_char(e.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '","data":{"seq":' || g || ',"order_id":"ord_' || lpad(g::text, 8, '0') || '","amount_cents":2500,"currency":"EUR","customer":{"id":"cus_1","email":"customer1@example.com"},"items":2}}'`;
   await db.query(
     `with g as (select g, acw_uuid_v7() as eid, now() as t from generate_series(1, $1::int) g),
      e as (
-       insert into events (id, topic, data, principal, dispatched_at, created_at)
+       insert into ${eventsTable} (id, topic, data, principal, dispatched_at, created_at)
        select eid, 'order.paid', jsonb_build_object('seq', g), 'outbox', t, t from g returning id, created_at),
      e2 as (select e.id, e.created_at, row_number() over () as g from e)
      insert into job_queue (id, type, payload, status, attempts, max_attempts, run_at, event_id, endpoint)

@@ -13,10 +13,11 @@ import { VERSION } from '../version.js';
 /** How often a process refreshes its row. */
 export const BEAT_MS = 10_000;
 /**
- * The job layout this version writes (migration 0010: job_queue and job_history): a migration that
- * changes it again can tell the processes that write the old one.
+ * The layout this version writes (2: job_queue and job_history, migration 0010; 3: events in day
+ * partitions, migration 0012): a migration that changes it again can tell the processes that write
+ * the old one.
  */
-export const JOB_LAYOUT = 2;
+export const JOB_LAYOUT = 3;
 
 /** A row not seen for this long is shown as gone: three missed beats. */
 export const GONE_MS = 3 * BEAT_MS;

@@ -7,7 +7,8 @@ import type { Logger } from '../log.js';
 import { insertJobs, replayJobs } from '../queue/transitions.js';
 import type { NewJob } from '../queue/types.js';
 import { WEBHOOK_JOB, buildBody, webhookJobId, webhookJobIdV5, type DeliverPayload } from '../webhook/job.js';
-import { promoteLegacyJobs } from '../history/upgrade.js';
+import { hasLegacyEvents, promoteLegacyJobs } from '../history/upgrade.js';
+import { uuidFloor } from '../notify/event-id.js';
 import { writeAudit } from './audit.js';
 import { requireEndpoint } from './params.js';
 import { isPrintable } from './params.js';
@@ -136,12 +137,27 @@ function whitelist(topics: readonly string[]): { all: boolean; exact: string[]; 
 const PAGE = 1000;
 
 /**
+ * How far an event's id (its first 48 bits: the milliseconds of the clock of the process that made
+ * it) may be from its created_at (the database's now()): the window's id bounds are widened by
+ * this on each side. They only serve to skip the day partitions of event_log outside the window.
+ */
+const ID_SKEW_MS = 86_400_000;
+
+/** The columns read from either table of events. */
+const EVENT_COLUMNS = 'id, topic, data, created_at, dispatched_at';
+
+/**
  * Dispatched events of the window that match the whitelist, a page after ($6, $7) in (created_at, id)
  * order. The page key is the time in microseconds, as text: a JS Date keeps milliseconds only, and a
  * key cut to them would read the last event of a page again, or a page of one instant for ever.
+ * event_log is read between the id bounds $8 and $9, which prune its day partitions to the window's;
+ * while the table of the older layout is kept (`legacy`), its rows (older ids, random ones among
+ * them) are read beside, without the bounds.
  */
-const WINDOW_EVENTS = `select e.id, e.topic, e.data, e.created_at,
-    to_char(e.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as page_key from events e
+const windowEvents = (legacy: boolean): string => `select e.id, e.topic, e.data, e.created_at,
+    to_char(e.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as page_key
+  from (select ${EVENT_COLUMNS} from event_log where id >= $8::uuid and id < $9::uuid
+        ${legacy ? `union all select ${EVENT_COLUMNS} from events_v1` : ''}) e
   where e.dispatched_at is not null and e.created_at >= $1 and e.created_at < $2
     and ($3::boolean or e.topic = any($4::text[]) or e.topic like any($5::text[]))
     and (e.created_at, e.id) > ($6::timestamptz, $7::uuid)
@@ -189,14 +205,16 @@ export async function replayEndpoint(ctx: ReplayContext, name: string, req: Repl
     }
     const w = whitelist(ep.topics);
     const match = [since, until, w.all, w.exact, w.like];
+    const bounds = [uuidFloor(since.getTime() - ID_SKEW_MS), uuidFloor(until.getTime() + ID_SKEW_MS)];
+    const legacy = await hasLegacyEvents(client);
     let reset = resettable;
     let created = 0;
     if (p.dryRun) {
-      created = await createMissing(client, ctx, ep, match, false);
+      created = await createMissing(client, ctx, ep, { match, bounds, legacy }, false);
     } else {
       reset = await replayJobs(client, { endpoint: ep.name, since, until, statuses });
       if (reset > 0) await client.query(`select pg_notify($1, '')`, [ctx.jobsChannel]);
-      created = await createMissing(client, ctx, ep, match, true);
+      created = await createMissing(client, ctx, ep, { match, bounds, legacy }, true);
     }
     const answer: ReplayAnswer = {
       endpoint: ep.name,
@@ -280,11 +298,18 @@ async function windowStart(client: Queryable, ctx: ReplayContext, p: ParsedRepla
  * its id exists anywhere in `jobs`: the id the fan-out makes now, or the one older versions made
  * (webhookJobIdV5), so that a delivery made before an upgrade is never sent again under a new id.
  */
-async function createMissing(client: Queryable, ctx: ReplayContext, ep: Endpoint, match: unknown[], write: boolean): Promise<number> {
+async function createMissing(
+  client: Queryable,
+  ctx: ReplayContext,
+  ep: Endpoint,
+  window: { match: unknown[]; bounds: string[]; legacy: boolean },
+  write: boolean,
+): Promise<number> {
   let created = 0;
   let after: [string, string] = ['-infinity', '00000000-0000-0000-0000-000000000000'];
+  const sql = windowEvents(window.legacy);
   for (;;) {
-    const page = await client.query<EventRow>(WINDOW_EVENTS, [...match, ...after]);
+    const page = await client.query<EventRow>(sql, [...window.match, ...after, ...window.bounds]);
     const ids = page.rows.map((ev) => webhookJobId(ev.id, ep.name));
     const older = page.rows.map((ev) => webhookJobIdV5(ev.id, ep.name));
     // A job finishes after its event was made, so history before the page's first event holds none

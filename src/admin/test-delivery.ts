@@ -23,7 +23,7 @@ export async function testEndpoint(svc: Service, name: string, actor: string): P
     // Paused: 409 before anything is written. Open: the test job waits for the probe, so probe now.
     const { probeNow } = await prepareTestDelivery(client, svc.channels.endpoints, name);
     const ev = await client.query<{ id: string; created_at: Date }>(
-      `insert into events (topic, data, principal, dispatched_at) values ($1, $2::jsonb, $3, now()) returning id, created_at`,
+      `insert into event_log (topic, data, principal, dispatched_at) values ($1, $2::jsonb, $3, now()) returning id, created_at`,
       [TEST_TOPIC, JSON.stringify(data), actor],
     );
     const { id: eventId, created_at: occurredAt } = ev.rows[0]!;
@@ -34,7 +34,6 @@ export async function testEndpoint(svc: Service, name: string, actor: string): P
       svc.channels.jobs,
     );
     const res = { event_id: eventId, job_ids: jobIds };
-    await client.query(`update events set response = $2::jsonb where id = $1`, [eventId, JSON.stringify(res)]);
     const details = probeNow ? { ...res, probe_now: true } : res;
     await writeAudit(client, { action: 'endpoint.test', actor, targetType: 'endpoint', targetId: name, details });
     return res;

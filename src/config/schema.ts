@@ -292,6 +292,9 @@ export const configSchema = strict({
     .prefault({})
     .describe('endpoint secrets at rest'),
   notify: strict({
+    idempotency_retention: duration({ positive: true })
+      .prefault('24h')
+      .describe('an idempotency key deduplicates at least this long (and at most a day longer), then may be used again'),
     webhook: webhook.prefault({}).describe('outbound webhooks'),
   })
     .prefault({})

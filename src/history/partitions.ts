@@ -2,21 +2,28 @@ import type pg from 'pg';
 import type { PeriodicRunner } from '../runners/scheduler.js';
 import type { Queryable } from '../db/pool.js';
 import { quoteIdent } from '../db/sql.js';
+import { uuidFloor } from '../notify/event-id.js';
 
 /**
- * The day partitions of the history tables (docs/architecture.md#live-jobs-and-history): each of
- * the four partitioned sets below holds one partition per UTC day, named `<set>_pYYYYMMDD`, made a
- * few days ahead and dropped as a whole once the day is past its set's retention. Making one
- * (`acw_make_partitions`, migration 0010) attaches a table already checked against its bounds, and
- * dropping one detaches it CONCURRENTLY first: neither takes a lock that stops the live path.
+ * The day partitions of the history tables and of the events (docs/architecture.md#live-jobs-and-history,
+ * #events-by-day): each of the partitioned sets below holds one partition per UTC day, named
+ * `<set>_pYYYYMMDD`, made a few days ahead and dropped as a whole once the day is past its set's
+ * retention. Making one (`acw_make_partitions`, migrations 0010 and 0012) attaches a table already
+ * checked against its bounds, and dropping one detaches it CONCURRENTLY first: neither takes a
+ * lock that stops the live path.
  */
 
-/** Which retention each partitioned set keeps: its jobs' `completed_retention` or `dead_retention`. */
+/**
+ * Which retention each partitioned set keeps: its jobs' `completed_retention` or `dead_retention`,
+ * the events' (outliving every job: purge.ts), or the idempotency keys' (notify.idempotency_retention).
+ */
 export const PARTITIONED_SETS = {
   job_history_completed: 'completed',
   job_history_dead: 'dead',
   job_attempts_completed: 'completed',
   job_attempts_dead: 'dead',
+  event_log: 'events',
+  event_keys: 'keys',
 } as const;
 
 export type PartitionedSet = keyof typeof PARTITIONED_SETS;
@@ -81,11 +88,31 @@ export async function listPartitions(db: Queryable): Promise<Partition[]> {
 export interface Retentions {
   completedMs: number;
   deadMs: number;
+  /** Unset: events are kept (none of their days is expired). */
+  eventsMs?: number;
+  /** Unset: idempotency keys are kept. */
+  keysMs?: number;
 }
 
 /** The partitions whose whole day is past their set's retention at `nowMs`. */
 export function expiredPartitions(parts: readonly Partition[], r: Retentions, nowMs: number): Partition[] {
-  return parts.filter((p) => p.to <= nowMs - (PARTITIONED_SETS[p.set] === 'completed' ? r.completedMs : r.deadMs));
+  const keep = { completed: r.completedMs, dead: r.deadMs, events: r.eventsMs ?? Infinity, keys: r.keysMs ?? Infinity };
+  return parts.filter((p) => p.to <= nowMs - keep[PARTITIONED_SETS[p.set]]);
+}
+
+/**
+ * Does a day of event_log hold an event that must stay: one not dispatched yet, or one that a live
+ * job names (a dead job redriven, a delivery still retrying)? Such a day is kept whole, and looked
+ * at again by the next purge. A read of the partition's undispatched index and of job_queue's
+ * event ids in the day's range (job_queue holds live jobs only).
+ */
+export async function eventDayNeeded(db: Queryable, p: Partition): Promise<boolean> {
+  const res = await db.query<{ needed: boolean }>(
+    `select exists (select 1 from ${quoteIdent(p.name)} where dispatched_at is null)
+         or exists (select 1 from job_queue where event_id >= $1::uuid and event_id < $2::uuid) as needed`,
+    [uuidFloor(p.from), uuidFloor(p.to)],
+  );
+  return res.rows[0]?.needed === true;
 }
 
 /**

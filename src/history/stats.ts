@@ -25,7 +25,8 @@ export interface QueueCounts {
 /**
  * Jobs by status: pending, running and dead now, completed and cancelled in the last 24 hours.
  * Pending and dead are counted up to EXACT_UP_TO and estimated past it (job_queue's, or the dead
- * set's, row estimate); running jobs are few (each holds a worker).
+ * set's, row estimate); running jobs are few (each holds a worker). Dead jobs are counted on the
+ * index of dead jobs alone (job_history_dead_only_idx, migration 0012), an index-only read.
  */
 export async function queueCounts(db: Queryable): Promise<QueueCounts> {
   const res = await db.query<{
@@ -41,7 +42,7 @@ export async function queueCounts(db: Queryable): Promise<QueueCounts> {
     text: `select
         (select count(*)::int from (select 1 from job_queue where status = 'pending' limit $1) p) as pending,
         (select count(*)::int from job_queue where status = 'running') as running,
-        (select count(*)::int from (select 1 from job_history where status = 'dead' limit $1) d) as dead,
+        (select count(*)::int from (select 1 from job_history_dead where status = 'dead' limit $1) d) as dead,
         (select greatest(reltuples, 0)::float8 from pg_class where oid = 'job_queue'::regclass) as live_est,
         (select coalesce(sum(greatest(c.reltuples, 0)), 0)::float8 from pg_inherits i join pg_class c on c.oid = i.inhrelid
           where i.inhparent = 'job_history_dead'::regclass) as dead_est,

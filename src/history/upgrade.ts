@@ -28,6 +28,45 @@ export async function hasLegacyJobs(db: Queryable): Promise<boolean> {
   return res.rows[0]?.t != null;
 }
 
+/** Is the events table of the layout before day partitions (migration 0012) still kept? */
+export async function hasLegacyEvents(db: Queryable): Promise<boolean> {
+  const res = await db.query<{ t: string | null }>(`select to_regclass('events_v1')::text as t`);
+  return res.rows[0]?.t != null;
+}
+
+/**
+ * Drop the old events table (migration 0012) once its newest event is past the events retention
+ * (every event in it is older than the upgrade) and none of it waits to be dispatched: the `events`
+ * view is made without it first, in one short transaction that gives up rather than queue behind a
+ * long read. Returns 1 when it dropped it.
+ */
+export async function dropLegacyEvents(pool: pg.Pool, eventsRetentionMs: number): Promise<number> {
+  const res = await pool.query<{ due: boolean | null }>(
+    `select (select applied_at from acw_migrations where id = 12) < now() - $1 * interval '1 millisecond' as due
+      where to_regclass('events_v1') is not null`,
+    [eventsRetentionMs],
+  );
+  if (res.rows[0]?.due !== true) return 0;
+  const client = await pool.connect();
+  try {
+    await client.query(`begin; set local lock_timeout = '1s'`);
+    const waiting = await client.query(`select 1 from events_v1 where dispatched_at is null limit 1`);
+    if ((waiting.rowCount ?? 0) > 0) {
+      await client.query('rollback');
+      return 0;
+    }
+    await client.query(`select acw_define_event_views(false)`);
+    await client.query(`drop table events_v1`);
+    await client.query('commit');
+    return 1;
+  } catch {
+    await client.query('rollback').catch(() => undefined);
+    return 0;
+  } finally {
+    client.release();
+  }
+}
+
 /** Move up to `batch` live jobs of jobs_v1 into job_queue; returns how many moved. */
 export async function moveLegacyLive(db: Queryable, batch: number, jobsChannel: string): Promise<number> {
   const res = await db.query<{ n: number }>(

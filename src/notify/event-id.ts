@@ -26,3 +26,14 @@ export function newEventId(now: number = Date.now()): string {
   const x = b.toString('hex');
   return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
 }
+
+/**
+ * The first version 7 id of the millisecond `ms` (its 48 bits of milliseconds, the rest zero): a
+ * bound of event_log's day partitions, as acw_uuid_floor makes them in SQL (migration 0012).
+ */
+export function uuidFloor(ms: number): string {
+  const t = Math.max(0, Math.min(2 ** 48 - 1, Math.floor(ms)))
+    .toString(16)
+    .padStart(12, '0');
+  return `${t.slice(0, 8)}-${t.slice(8, 12)}-0000-0000-000000000000`;
+}

@@ -134,7 +134,7 @@ export async function writeFanOut(
     const res = await client.query<{ event_id: string; missing: string[] | null }>(
       `with r as (
          select e.id as event_id, e.topic, e.data, unnest(e.recipients) as name
-         from events e where e.id = any($1::uuid[])),
+         from event_log e where e.id = any($1::uuid[])),
        ins as (
          insert into notifications (user_id, topic, data, event_id)
          select u.id, r.topic, r.data, r.event_id from r join users u on u.name = r.name and u.revoked_at is null
@@ -154,7 +154,7 @@ export async function writeFanOut(
   if (!opts.marked) {
     await client.query({
       name: 'acw_mark_dispatched',
-      text: `update events set dispatched_at = now() where id = any($1::uuid[])`,
+      text: `update event_log set dispatched_at = now() where id = any($1::uuid[])`,
       values: [events.map((e) => e.id)],
     });
   }

@@ -40,8 +40,8 @@ const more = (n: number): string => (n > 1 ? ` (and ${n - 1} more)` : '');
 
 /**
  * Write events at once, dispatched, in a bounded number of statements whatever their number: the
- * recipients check (when any are named), one insert of the events (keyed ones with their
- * answers), one lookup when some keys were taken, the jobs and the inbox messages; keyless
+ * recipients check (when any are named), one statement that claims the keys and inserts the
+ * events whose key was free (answering the taken ones), the jobs and the inbox messages; keyless
  * events in up to KEYLESS_PARTS parts of those (writeKeyless). Ids are made here and `nowMs` is the
  * transaction's now() (every row's created_at), so each answer and each delivery body is known
  * before the insert. In a `batch`, field names are
@@ -91,34 +91,24 @@ async function notifyEvents(
   const createdAt = new Date(nowMs);
   if (!keyed) return writeKeyless(client, items, principal, ctx, createdAt, path, handover);
 
-  // Rows go in key order (keyless last): two requests sharing keys take their locks in the same
-  // order and cannot deadlock. The sort is stable, so of a key given twice the first is written and
-  // the later one meets it as a replay or a conflict, as if it came in a later request.
+  // Rows go in key order (keyless last): the keys' locks are taken in that order (acw_claim_keys),
+  // so two requests sharing keys cannot deadlock. The sort is stable, so of a key given twice the
+  // first is written and the later one meets it as a replay or a conflict, as if it came in a later
+  // request.
   const order = items.toSorted((a, b) => keyOrder(a.input.idempotency_key, b.input.idempotency_key));
-  const ins = await client.query<{ id: string }>({
+  const ins = await client.query<{ n: number; request_hash: string | null; response: FanOutResult | null }>({
     name: 'acw_notify_insert',
-    text: `${INSERT_EVENTS} on conflict (principal, idempotency_key) do nothing returning id`,
+    text: INSERT_KEYED,
     values: [eventsDocument(order), principal],
   });
-  const inserted = new Set<string>();
-  for (const r of ins.rows) inserted.add(r.id);
-
   const answers: NotifyAnswer[] = [];
-  const taken = ins.rows.length === items.length ? [] : items.filter((it) => !inserted.has(it.result.event_id));
+  // The positions (1-based, in `order`) whose key another event holds: a replay or a conflict.
+  const taken = ins.rows.map((r) => ({ it: order[r.n - 1]!, held: r })).toSorted((a, b) => a.it.i - b.it.i);
   if (taken.length > 0) {
-    // A separate statement: under read committed it sees the events that hold these keys, committed
-    // by a concurrent request while our insert waited for it, or written by this one.
-    const prev = await client.query<{ idempotency_key: string; request_hash: string | null; response: FanOutResult | null }>({
-      name: 'acw_notify_taken',
-      text: `select idempotency_key, request_hash, response from events where principal = $1 and idempotency_key = any($2::text[])`,
-      values: [principal, taken.map((it) => it.input.idempotency_key)],
-    });
-    const byKey = new Map(prev.rows.map((r) => [r.idempotency_key, r]));
     const conflicts: string[] = [];
-    for (const it of taken) {
-      const p = byKey.get(it.input.idempotency_key!);
-      if (!p || p.request_hash !== it.hash || !p.response) conflicts.push(`${path(it.i)}idempotency_key`);
-      else answers[it.i] = { status: 200, body: p.response };
+    for (const { it, held } of taken) {
+      if (held.request_hash !== it.hash || !held.response) conflicts.push(`${path(it.i)}idempotency_key`);
+      else answers[it.i] = { status: 200, body: held.response };
     }
     if (conflicts.length > 0) {
       throw new ApiError(409, 'idempotency_conflict', `${conflicts[0]}: already used with a different request${more(conflicts.length)}`, {
@@ -128,8 +118,9 @@ async function notifyEvents(
       });
     }
   }
+  const heldIds = new Set(taken.map((t) => t.it.result.event_id));
 
-  const written = taken.length === 0 ? items : items.filter((it) => inserted.has(it.result.event_id));
+  const written = taken.length === 0 ? items : items.filter((it) => !heldIds.has(it.result.event_id));
   const results = await writeFanOut(client, eventRows(written, createdAt), written, ctx, { handover, marked: true });
   refuseGoneRecipients(written, path);
   written.forEach((it, k) => (answers[it.i] = { status: 202, body: results[k]! }));
@@ -144,18 +135,37 @@ interface Item extends FanOutPlan {
   hash: string | null;
 }
 
-/** The events insert, from one json document of rows (eventsDocument); created_at is now(). */
-const INSERT_EVENTS = `insert into events (id, topic, data, recipients, principal, idempotency_key, request_hash, response, dispatched_at)
-  select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, t.request_hash, t.response, now()
-  from rows from (jsonb_to_recordset($1::jsonb)
+/** The rows of the events document (eventsDocument), in its order (`n`, 1-based). */
+const DOCUMENT = `rows from (jsonb_to_recordset($1::jsonb)
       as (id uuid, topic text, data jsonb, recipients text[], idempotency_key text, request_hash text, response jsonb))
-    with ordinality as t(id, topic, data, recipients, idempotency_key, request_hash, response, n)
+    with ordinality as t(id, topic, data, recipients, idempotency_key, request_hash, response, n)`;
+
+/** The events insert of keyless events, from one json document of rows (eventsDocument); created_at is now(). */
+const INSERT_EVENTS = `insert into event_log (id, topic, data, recipients, principal, idempotency_key, dispatched_at)
+  select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, now()
+  from ${DOCUMENT}
   order by t.n`;
 
 /**
- * The rows of INSERT_EVENTS as one JSON array, the data spliced in as the text its validation made.
- * Only a keyed event keeps its answer (`response`): only a request with its key is ever answered
- * from it.
+ * The keys claimed (acw_claim_keys, migration 0012: a lock per key until commit, then a lookup
+ * over every day of keys kept) and the events whose key was free written, in one statement.
+ * Answers the positions whose key another event holds, with that event's request hash and answer.
+ */
+const INSERT_KEYED = `with t as materialized (select * from ${DOCUMENT}),
+  k as materialized (
+    select * from acw_claim_keys($2, (select array_agg(idempotency_key order by n) from t), (select array_agg(id order by n) from t),
+                                 (select array_agg(request_hash order by n) from t), (select array_agg(response order by n) from t))),
+  ins as (
+    insert into event_log (id, topic, data, recipients, principal, idempotency_key, dispatched_at)
+    select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, now()
+    from t where t.idempotency_key is null or exists (select 1 from k where k.n = t.n and k.fresh)
+    order by t.n)
+  select k.n, k.request_hash, k.response from k where not k.fresh order by k.n`;
+
+/**
+ * The rows of INSERT_EVENTS and INSERT_KEYED as one JSON array, the data spliced in as the text
+ * its validation made. Only a keyed event carries its answer (`response`), kept with its key: only
+ * a request with its key is ever answered from it.
  */
 function eventsDocument(items: readonly Item[]): string {
   const rows = items.map((it) => {
@@ -243,10 +253,10 @@ async function writeKeyless(
  * An event without recipients, in a process with no worker pool to hand its jobs to (an API-only
  * `serve`): its row, its jobs and the NOTIFY in one statement in autocommit, one round trip where
  * a transaction takes four (begin, two inserts, commit). The answer is known before the insert, as
- * on the general path, and a keyed event stores it. A key that is taken writes nothing here and
- * answers null: the caller's transaction then finds the event holding it (a replay or a conflict),
- * as for any repeated key. Such an insert waits, as the general path's does, for a concurrent
- * request holding the same key to commit or roll back.
+ * on the general path, and a keyed event stores it with its key. A key that is taken writes nothing
+ * here and answers null: the caller's transaction then finds the event holding it (a replay or a
+ * conflict), as for any repeated key. Such a claim waits, as the general path's does, for a
+ * concurrent request holding the same key to commit or roll back (acw_claim_keys' lock per key).
  */
 async function notifyOne(pool: pg.Pool, input: NotifyInput, principal: string, ctx: FanOutContext): Promise<NotifyAnswer | null> {
   const id = newEventId();
@@ -257,13 +267,14 @@ async function notifyOne(pool: pg.Pool, input: NotifyInput, principal: string, c
   const first =
     key === undefined
       ? {
-          text: `insert into events (id, topic, data, principal, dispatched_at) values ($1, $2, $3::jsonb, $4, now()) returning id`,
+          text: `insert into event_log (id, topic, data, principal, dispatched_at) values ($1, $2, $3::jsonb, $4, now()) returning id`,
           values: [id, input.topic, data, principal],
         }
       : {
-          text: `insert into events (id, topic, data, principal, idempotency_key, request_hash, response, dispatched_at)
-            values ($1, $2, $3::jsonb, $4, $5, $6, $7::jsonb, now())
-            on conflict (principal, idempotency_key) do nothing returning id`,
+          text: `insert into event_log (id, topic, data, principal, idempotency_key, dispatched_at)
+            select $1, $2, $3::jsonb, $4, $5, now()
+            where (select c.fresh from acw_claim_keys($4, array[$5]::text[], array[$1]::uuid[], array[$6]::text[], array[$7::jsonb]) c)
+            returning id`,
           values: [id, input.topic, data, principal, key, requestHash(input), JSON.stringify(result)],
         };
   const written = await insertWithJobs(

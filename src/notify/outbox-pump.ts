@@ -20,6 +20,12 @@ export class OutboxPump {
   /** Pending from the start: events written while no pump ran are looked for at once. */
   private readonly wakeup = new Wakeup({ pending: true });
   private loopDone: Promise<void> = Promise.resolve();
+  /**
+   * Undispatched events may be left in the table of the layout before day partitions (events_v1,
+   * migration 0012: written while the service was stopped for the upgrade): drained there first,
+   * once. Unknown (null) until the first batch looks.
+   */
+  private legacy: boolean | null = null;
 
   constructor(
     private readonly opts: {
@@ -50,17 +56,30 @@ export class OutboxPump {
 
   /** Fan out one batch of undispatched events; returns how many. */
   async pumpBatch(): Promise<number> {
+    if (this.legacy === null) {
+      const res = await this.opts.pool.query<{ t: string | null }>(`select to_regclass('events_v1')::text as t`);
+      this.legacy = res.rows[0]?.t != null;
+    }
+    if (this.legacy) {
+      const n = await this.pumpTable('events_v1');
+      if (n === BATCH) return n;
+      this.legacy = false;
+    }
+    return this.pumpTable('event_log');
+  }
+
+  private async pumpTable(table: 'event_log' | 'events_v1'): Promise<number> {
     try {
-      return await this.pumpOnce(false);
+      return await this.pumpOnce(table, false);
     } catch (err) {
       // An event fanned out again while its jobs exist (job ids are fixed per event and endpoint):
       // redo the batch leaving existing jobs alone, rather than fail it on every retry.
       if (!isExistingJob(err)) throw err;
-      return this.pumpOnce(true);
+      return this.pumpOnce(table, true);
     }
   }
 
-  private async pumpOnce(skipExisting: boolean): Promise<number> {
+  private async pumpOnce(table: 'event_log' | 'events_v1', skipExisting: boolean): Promise<number> {
     // The events are already durable (the application's commit): should a database crash lose this
     // commit, the events are undispatched again and the same fan-out is redone, with the same job
     // ids (webhookJobId). So it need not wait for the WAL flush: one fsync less per batch.
@@ -71,9 +90,9 @@ export class OutboxPump {
       async (client, handover) => {
         // Lock and mark in one statement; a rollback undoes the mark with everything else.
         const res = await client.query<EventRow>({
-          name: 'acw_claim_events',
-          text: `update events set dispatched_at = now()
-          where id = any(array(select id from events where dispatched_at is null order by created_at, id limit $1 for update skip locked))
+          name: `acw_claim_${table}`,
+          text: `update ${table} set dispatched_at = now()
+          where id = any(array(select id from ${table} where dispatched_at is null order by created_at, id limit $1 for update skip locked))
           returning id, topic, data, recipients, created_at`,
           values: [BATCH],
         });

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { purgeTombstones } from '../endpoints/store.js';
-import { dropLegacyAttempts } from '../history/upgrade.js';
-import { dropPartition, ensureDaysAhead, expiredPartitions, listPartitions } from '../history/partitions.js';
+import { dropLegacyAttempts, dropLegacyEvents } from '../history/upgrade.js';
+import { dropPartition, ensureDaysAhead, eventDayNeeded, expiredPartitions, listPartitions } from '../history/partitions.js';
 import type { Logger } from '../log.js';
 import { quoteIdent } from '../db/sql.js';
 import type { PeriodicRunner } from './scheduler.js';
@@ -12,9 +12,13 @@ import type { PeriodicRunner } from './scheduler.js';
  *   dropped once the day is past its set's retention (completed, or dead and cancelled), so a job
  *   is kept at least its retention and at most a day longer. A retention under a day also deletes,
  *   in batches, the rows of the day that straddles it.
+ * - Events leave by whole days too (event_log's partitions by the day of their id), kept as long as
+ *   the longest job retention, plus a day, plus the longest a job can wait, so no history outlives
+ *   its event; a day holding an event not dispatched yet, or one a live job names, is kept whole
+ *   until it holds none. Idempotency keys leave by the day they were claimed, past
+ *   notify.idempotency_retention.
  * - Everything else goes in bounded batches in index order, each statement short, none touching a
- *   live job: events (kept as long as the longest job retention, plus the longest a job can wait,
- *   so no history outlives its event), inbox messages (`notifications`: read ones past dead_retention, unread ones
+ *   live job: inbox messages (`notifications`: read ones past dead_retention, unread ones
  *   past notification_retention), audit rows past audit_retention (0 keeps them), delivery counts
  *   past the longest window anyone reads, expired dashboard sessions, deleted endpoints' names.
  * Days ahead are made here too, so inserts always find their partition.
@@ -30,6 +34,8 @@ export interface PurgeOptions {
   notificationRetentionMs?: number;
   /** The longest a job can wait before it goes dead (notify.webhook.max_age): events are kept past their jobs by this. Default: a day. */
   maxJobAgeMs?: number;
+  /** Idempotency keys are kept at least this long (notify.idempotency_retention). Default: 24 hours. */
+  idempotencyRetentionMs?: number;
   batchSize: number;
   /** Checked between batches: a shutdown does not wait for a long purge. */
   signal?: AbortSignal;
@@ -44,7 +50,12 @@ export interface PurgeCounts {
   partitions: number;
   /** Response bodies of 2xx attempts cleared (success_body_retention). */
   success_bodies: number;
+  /** Events removed with their day partitions. */
   events: number;
+  /** Days of events past retention kept because an event of theirs is undispatched or named by a live job. */
+  event_days_kept: number;
+  /** Idempotency keys removed with their day partitions. */
+  idempotency_keys: number;
   notifications: number;
   audit: number;
   delivery_stats: number;
@@ -76,12 +87,24 @@ async function purgeHistory(pool: pg.Pool, opts: PurgeOptions, counts: PurgeCoun
   await ensureDaysAhead(pool);
   const now = (await pool.query<{ ms: number }>(`select extract(epoch from now())::float8 * 1000 as ms`)).rows[0]!.ms;
   const parts = await listPartitions(pool);
-  for (const p of expiredPartitions(parts, { completedMs: opts.completedRetentionMs, deadMs: opts.deadRetentionMs }, now)) {
+  const retentions = {
+    completedMs: opts.completedRetentionMs,
+    deadMs: opts.deadRetentionMs,
+    eventsMs: eventsRetentionMs(opts),
+    keysMs: opts.idempotencyRetentionMs ?? DAY_MS,
+  };
+  for (const p of expiredPartitions(parts, retentions, now)) {
     if (opts.signal?.aborted) return;
+    if (p.set === 'event_log' && (await eventDayNeeded(pool, p))) {
+      counts.event_days_kept++;
+      continue;
+    }
     const rows = await dropPartition(pool, p);
     counts.partitions++;
     if (p.set === 'job_history_completed') counts.completed += rows;
     else if (p.set === 'job_history_dead') counts.dead += rows;
+    else if (p.set === 'event_log') counts.events += rows;
+    else if (p.set === 'event_keys') counts.idempotency_keys += rows;
     else counts.attempts += rows;
   }
   const b = opts.batchSize;
@@ -149,17 +172,11 @@ const STRADDLE_ATTEMPTS = (set: string): string => `with v as (
 
 /**
  * Events outlive every job they made: kept for the longest job retention, plus a day (a partition
- * is dropped up to a day late), plus the longest a job waits before it finishes. One that is not
- * dispatched yet, or that a live job still names (an old dead job redriven), stays.
+ * of history is dropped up to a day late), plus the longest a job waits before it finishes.
  */
-const PURGE_EVENTS = `with live as (select distinct event_id from job_queue where created_at < now() - $1 * interval '1 millisecond' and event_id is not null),
-  v as (
-    select e.id from events e
-    where e.dispatched_at is not null and e.created_at < now() - $1 * interval '1 millisecond'
-      and e.id not in (select event_id from live)
-    order by e.created_at limit $2 for update skip locked),
-  del as (delete from events e using v where e.id = v.id returning 1)
-  select count(*)::int as n from del`;
+export function eventsRetentionMs(opts: PurgeOptions): number {
+  return Math.max(opts.completedRetentionMs, opts.deadRetentionMs) + DAY_MS + (opts.maxJobAgeMs ?? DAY_MS);
+}
 
 export async function purgeOld(pool: pg.Pool, opts: PurgeOptions): Promise<PurgeCounts> {
   const counts: PurgeCounts = {
@@ -169,6 +186,8 @@ export async function purgeOld(pool: pg.Pool, opts: PurgeOptions): Promise<Purge
     partitions: 0,
     success_bodies: 0,
     events: 0,
+    event_days_kept: 0,
+    idempotency_keys: 0,
     notifications: 0,
     audit: 0,
     delivery_stats: 0,
@@ -179,8 +198,7 @@ export async function purgeOld(pool: pg.Pool, opts: PurgeOptions): Promise<Purge
   const { signal, batchSize: b } = opts;
   await purgeHistory(pool, opts, counts);
   counts.legacy_tables = await dropLegacyAttempts(pool, opts.deadRetentionMs);
-  const eventKeepMs = Math.max(opts.completedRetentionMs, opts.deadRetentionMs) + DAY_MS + (opts.maxJobAgeMs ?? DAY_MS);
-  counts.events = await inBatches(pool, PURGE_EVENTS, [eventKeepMs], b, signal);
+  counts.legacy_tables += await dropLegacyEvents(pool, eventsRetentionMs(opts));
   counts.notifications = await inBatches(
     pool,
     `with v as (

@@ -146,7 +146,9 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events, audit_log cascade');
+  await db.pool.query(
+    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, event_log, event_keys, audit_log cascade',
+  );
   wakeUps = 0;
 });
 

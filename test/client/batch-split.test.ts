@@ -41,7 +41,7 @@ const batch = (prefix: string, n: number): NotifyEvent[] =>
 /** The events with keys `prefix-*`, grouped by the transaction that wrote them (one per request). */
 async function written(prefix: string): Promise<{ byKey: Map<string, string>; perTransaction: number[] }> {
   const { rows } = await db.pool.query<{ id: string; idempotency_key: string; tx: string }>(
-    `select id, idempotency_key, xmin::text as tx from events where idempotency_key like $1 order by xmin::text::bigint`,
+    `select id, idempotency_key, xmin::text as tx from event_log where idempotency_key like $1 order by xmin::text::bigint`,
     [`${prefix}-%`],
   );
   const counts = new Map<string, number>();

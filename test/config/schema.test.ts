@@ -59,6 +59,7 @@ describe('defaults', () => {
       },
       secrets: { encryption_key: '', old_encryption_keys: [] },
       notify: {
+        idempotency_retention: 86_400_000,
         webhook: {
           enabled: true,
           url: '',

@@ -47,3 +47,10 @@ export async function createTestDatabase(opts: { migrated?: boolean } = {}): Pro
     },
   };
 }
+
+/**
+ * SQL for a version 7 UUID of the instant `at` (an SQL expression): an event id of that time, as
+ * acw_uuid_v7 makes them of the clock, so that the event lands in that day's partition of event_log.
+ */
+export const V7_AT = (at: string): string =>
+  `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing substring(int8send(floor(extract(epoch from ${at}) * 1000)::bigint) from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid`;

@@ -25,7 +25,7 @@ afterAll(async () => {
 });
 beforeEach(async () => {
   await db.pool.query(
-    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events, notifications, audit_log, users cascade',
+    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, event_log, event_keys, notifications, audit_log, users cascade',
   );
   viewer = await makeUser(db.pool, 'watcher', 'viewer');
   service = await makeUser(db.pool, 'billing', 'service');

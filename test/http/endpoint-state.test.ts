@@ -39,7 +39,7 @@ afterAll(async () => {
 });
 beforeEach(async () => {
   await db.pool.query(
-    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events, notifications, audit_log, endpoint_state cascade',
+    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, event_log, event_keys, notifications, audit_log, endpoint_state cascade',
   );
   notified.length = 0;
 });

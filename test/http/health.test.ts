@@ -22,7 +22,7 @@ afterAll(async () => {
 afterEach(async () => {
   await Promise.all(apis.splice(0).map((a) => a.close()));
   await db.pool.query(
-    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events, notifications, audit_log, users, runner_state cascade',
+    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, event_log, event_keys, notifications, audit_log, users, runner_state cascade',
   );
   rx.setResponder(() => ({ status: 200, body: 'ok' }));
   rx.requests.splice(0);

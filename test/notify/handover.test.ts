@@ -24,7 +24,7 @@ beforeAll(async () => {
 });
 afterAll(async () => db.drop());
 beforeEach(async () => {
-  await db.pool.query('truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events, endpoint_state');
+  await db.pool.query('truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, event_log, event_keys, endpoint_state');
 });
 const stops: Array<() => Promise<void>> = [];
 afterEach(async () => {

@@ -44,16 +44,16 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('drop trigger if exists boom on events; drop trigger if exists boom on job_queue');
+  await db.pool.query('drop trigger if exists boom on event_log; drop trigger if exists boom on job_queue');
   await db.pool.query(
-    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, events, notifications, audit_log, users cascade',
+    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, event_log, event_keys, notifications, audit_log, users cascade',
   );
   token = await makeUser(db.pool, 'billing', 'service');
 });
 
 /** A trigger that fails the insert of any row of `table` whose topic (events) or payload topic (jobs) is boom.x. */
-async function boomOn(table: 'events' | 'job_queue'): Promise<void> {
-  const topic = table === 'events' ? 'new.topic' : `new.payload->>'topic'`;
+async function boomOn(table: 'event_log' | 'job_queue'): Promise<void> {
+  const topic = table === 'event_log' ? 'new.topic' : `new.payload->>'topic'`;
   await db.pool.query(`create or replace function boom() returns trigger language plpgsql as $$
     begin if ${topic} = 'boom.x' then raise exception 'boom'; end if; return new; end $$`);
   await db.pool.query(`create trigger boom before insert on ${table} for each row execute function boom()`);
@@ -66,9 +66,9 @@ async function during<T>(fn: () => Promise<T>): Promise<{ result: T; statements:
     const result = await fn();
     // On the connection that wrote the events, from its begin (or the insert) to its commit (or the
     // insert): auth, the no-worker warning and the metrics come before or after, or go on others.
-    const writer = sent.find((s) => /insert into events/.test(s.text))?.client;
+    const writer = sent.find((s) => /insert into event_log/.test(s.text))?.client;
     const mine = sent.filter((s) => s.client === writer).map((s) => s.text);
-    const insert = mine.findIndex((t) => /insert into events/.test(t));
+    const insert = mine.findIndex((t) => /insert into event_log/.test(t));
     const begin = mine.findIndex((t) => /^begin\b/.test(t));
     const commit = mine.findLastIndex((t) => t === 'commit');
     return { result, statements: begin >= 0 && begin < insert ? mine.slice(begin, commit + 1) : mine.slice(insert, insert + 1) };
@@ -97,14 +97,15 @@ describe('POST /v1/notify on an API-only serve', () => {
     const { result: res, statements } = await during(() => post('/v1/notify', { topic: 'order.paid', data }));
     expect(res.status).toBe(202);
     expect(statements).toHaveLength(1);
-    expect(statements[0]).toMatch(/^with first as \(insert into events .*insert into job_queue .*pg_notify/);
+    expect(statements[0]).toMatch(/^with first as \(insert into event_log .*insert into job_queue .*pg_notify/);
     const [{ stored, rebuilt }] = (await bodies()) as [{ stored: string; rebuilt: string }];
     expect(stored).toBe(rebuilt);
     expect(JSON.parse(stored)).toEqual({ event_id: res.body.event_id, topic: 'order.paid', occurred_at: expect.any(String), data });
     // The key order of the data as sent, which jsonb would not keep.
     expect(stored).toContain('"data":{"b":"é\u2028\\"","a":[1,{"z":null}],"big":1.5e+300}');
-    const row = await db.pool.query(`select dispatched_at is not null as dispatched, response, recipients from events`);
-    expect(row.rows).toEqual([{ dispatched: true, response: null, recipients: [] }]);
+    const row = await db.pool.query(`select dispatched_at is not null as dispatched, recipients from events`);
+    expect(row.rows).toEqual([{ dispatched: true, recipients: [] }]);
+    expect(await db.pool.query(`select 1 from event_keys`)).toMatchObject({ rowCount: 0 });
   });
 
   it('is delivered by a separate worker, woken by the NOTIFY the statement sent', async () => {
@@ -140,7 +141,7 @@ describe('POST /v1/notify on an API-only serve', () => {
     const { result: first, statements } = await during(() => post('/v1/notify', body));
     expect(first.status).toBe(202);
     expect(statements).toHaveLength(1);
-    expect(statements[0]).toMatch(/on conflict \(principal, idempotency_key\) do nothing returning id\), ins as/);
+    expect(statements[0]).toMatch(/acw_claim_keys\(.*\) c\)\s+returning id\), ins as/);
     const again = await post('/v1/notify', body);
     expect([again.status, again.body]).toEqual([200, { ...first.body, replayed: true }]);
     const other = await post('/v1/notify', { ...body, data: { n: 2 } });
@@ -148,8 +149,8 @@ describe('POST /v1/notify on an API-only serve', () => {
     expect(await rowCounts(db.pool)).toMatchObject({ events: 1, jobs: 1 });
     const [{ stored, rebuilt }] = (await bodies()) as [{ stored: string; rebuilt: string }];
     expect(stored).toBe(rebuilt);
-    // The answer stored with the event is the one given.
-    const row = await db.pool.query(`select response from events`);
+    // The answer stored with the key is the one given.
+    const row = await db.pool.query(`select response from event_keys`);
     expect(row.rows).toEqual([{ response: { event_id: first.body.event_id, job_ids: first.body.job_ids } }]);
   });
 
@@ -171,7 +172,7 @@ describe('POST /v1/notify/batch, keyless, in parts', () => {
     expect(res.status).toBe(202);
     expect(statements.map((t) => t.split(' ').slice(0, 3).join(' '))).toEqual([
       'begin; select floor(extract(epoch',
-      ...Array.from({ length: 4 }, () => ['insert into events', 'with ins as']).flat(),
+      ...Array.from({ length: 4 }, () => ['insert into event_log', 'with ins as']).flat(),
       'commit',
     ]);
     expect(await rowCounts(db.pool)).toMatchObject({ events: 1000, jobs: 1000 });
@@ -189,7 +190,7 @@ describe('POST /v1/notify/batch, keyless, in parts', () => {
   });
 
   it('a failure in the third part rolls back the parts before it, and the connection serves the next request', async () => {
-    await boomOn('events');
+    await boomOn('event_log');
     const res = await post('/v1/notify/batch', { events: events(1000, 600) });
     expect(res.status).toBe(500);
     expect(JSON.stringify(res.body)).not.toContain('boom.x');

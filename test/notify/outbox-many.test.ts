@@ -19,7 +19,7 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('truncate events cascade');
+  await db.pool.query('truncate event_log, event_keys cascade');
 });
 
 async function count(table = 'events'): Promise<number> {
@@ -33,14 +33,12 @@ interface EventRow {
   recipients: string[];
   principal: string;
   idempotency_key: string | null;
-  request_hash: string | null;
-  response: unknown;
   dispatched_at: Date | null;
 }
 
 async function rowsById(): Promise<Map<string, EventRow>> {
   const { rows } = await db.pool.query<EventRow>(
-    'select id, topic, data, recipients, principal, idempotency_key, request_hash, response, dispatched_at from events',
+    'select id, topic, data, recipients, principal, idempotency_key, dispatched_at from events',
   );
   return new Map(rows.map((r) => [r.id, r]));
 }
@@ -125,8 +123,6 @@ describe('notifyMany, set-based', () => {
         recipients: e.recipients ?? [],
         principal: 'outbox',
         idempotency_key: e.idempotencyKey ?? null,
-        request_hash: null,
-        response: null,
         dispatched_at: null,
       });
     });
@@ -267,7 +263,7 @@ describe('notifyMany, set-based', () => {
   it('concurrent batches sharing keys in opposite orders neither deadlock nor duplicate', async () => {
     const keys = Array.from({ length: 300 }, (_, i) => `c-${String(i).padStart(3, '0')}`);
     for (let round = 0; round < 3; round++) {
-      await db.pool.query('truncate events');
+      await db.pool.query('truncate event_log, event_keys');
       const [up, down] = await Promise.all([run(keys, 'up'), run(keys.toReversed(), 'down')]);
       // The batch that waited answers with the winner's ids, in its own input order.
       expect(down).toEqual(up.toReversed());

@@ -16,7 +16,7 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('truncate events cascade');
+  await db.pool.query('truncate event_log, event_keys cascade');
 });
 
 describe('outbox notify()', () => {

@@ -2,7 +2,8 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { purgeOld } from '../../src/runners/purge.js';
 import { Scheduler, type PeriodicRunner } from '../../src/runners/scheduler.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { listPartitions, utcDay } from '../../src/history/partitions.js';
+import { createTestDatabase, V7_AT, type TestDatabase } from '../helpers/db.js';
 import { captureLogs, waitFor } from '../helpers/logs.js';
 
 let db: TestDatabase;
@@ -12,7 +13,7 @@ beforeAll(async () => {
 afterAll(async () => db.drop());
 beforeEach(async () => {
   await db.pool.query(
-    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, history_cleared, events, notifications, audit_log, runner_state, users cascade',
+    'truncate job_queue, job_history, job_counts, job_attempts, delivery_stats, history_cleared, event_log, event_keys, notifications, audit_log, runner_state, users cascade',
   );
 });
 const schedulers: Scheduler[] = [];
@@ -132,11 +133,15 @@ describe('periodic runners', () => {
   });
 });
 
+const dayOf = (daysAgo: number): string => utcDay(Date.now() - daysAgo * 86_400_000);
+
 describe('purge', () => {
   it('removes exactly what is past each retention: finished jobs by whole days with their attempts, the rest in batches', async () => {
-    const ev = await db.pool.query(`insert into events (topic, data, dispatched_at, created_at) values
-      ('a.b', '{}', now(), now() - interval '40 days'), ('a.b', '{}', now(), now() - interval '40 days'),
-      ('a.b', '{}', null, now() - interval '40 days'), ('a.b', '{}', now(), now() - interval '9 days') returning id`);
+    // Each event in a day of its own (events leave by the UTC day of their id).
+    const ev = await db.pool.query(`insert into events (id, topic, data, dispatched_at, created_at)
+      select ${V7_AT('t')}, 'a.b', '{}', case when d = 38 then null else now() end, t
+        from unnest(array[40, 39, 38, 9]) with ordinality u(d, n), lateral (select now() - d * interval '1 day' as t) x
+       order by n returning id`);
     const [oldEv, oldEvLiveJob, undispatched, recentEv] = ev.rows.map((r) => r.id as string);
     const jobs = await db.pool.query(
       `insert into jobs (type, status, completed_at, updated_at, created_at, event_id) values
@@ -178,6 +183,7 @@ describe('purge', () => {
       dead: 2,
       attempts: 3,
       events: 1,
+      event_days_kept: 2,
       notifications: 2,
       audit: 1,
       sessions: 1,
@@ -185,7 +191,17 @@ describe('purge', () => {
       legacy_tables: 0,
     });
     // The days of the 31-, 29- and 8-day-old jobs in the completed sets; the 31-day-old one in the dead sets.
-    expect(counts.partitions).toBe(8);
+    const days = async (set: string) => (await listPartitions(db.pool)).filter((p) => p.set === set).map((p) => utcDay(p.from));
+    for (const set of ['job_history_completed', 'job_attempts_completed']) {
+      for (const d of [31, 29, 8]) expect(await days(set)).not.toContain(dayOf(d));
+      expect(await days(set)).toContain(dayOf(6));
+    }
+    expect(await days('job_history_dead')).not.toContain(dayOf(31));
+    expect(await days('job_history_dead')).toContain(dayOf(29));
+    // Events: the 40-day-old day is dropped; the days holding an undispatched event or one a live job names stay whole.
+    const eventDays = await days('event_log');
+    expect(eventDays).not.toContain(dayOf(40));
+    expect(eventDays).toEqual(expect.arrayContaining([dayOf(39), dayOf(38), dayOf(9)]));
     const left = (await db.pool.query('select id from jobs')).rows.map((r) => r.id).toSorted();
     expect(left).toEqual([ids[1], ids[3], ids[5]].toSorted());
     const att = (await db.pool.query('select job_id from webhook_attempts')).rows.map((r) => r.job_id).toSorted();
@@ -205,9 +221,16 @@ describe('purge', () => {
     expect((await db.pool.query(`select count(*)::int as n from delivery_stats where minute > now() - interval '1 hour'`)).rows[0].n).toBe(
       2,
     );
-    // Nothing more to do: a second run removes nothing.
-    const again = await purgeOld(db.pool, { completedRetentionMs: 168 * 3600_000, deadRetentionMs: 720 * 3600_000, batchSize: 1 });
-    expect(Object.values(again).every((n) => n === 0)).toBe(true);
+    // Nothing more to do: a second run removes nothing, and still keeps the two days of events.
+    const opts = { completedRetentionMs: 168 * 3600_000, deadRetentionMs: 720 * 3600_000, batchSize: 1 };
+    const again = await purgeOld(db.pool, opts);
+    expect(again.event_days_kept).toBe(2);
+    expect(Object.entries(again).every(([k, n]) => k === 'event_days_kept' || n === 0)).toBe(true);
+    // Once the event is dispatched and the live job gone, their days go whole.
+    await db.pool.query(`update events set dispatched_at = now() where id = $1`, [undispatched]);
+    await db.pool.query(`delete from jobs where id = $1`, [ids[5]]);
+    expect(await purgeOld(db.pool, opts)).toMatchObject({ events: 2, event_days_kept: 0, partitions: 2 });
+    expect((await db.pool.query('select id from events')).rows).toEqual([{ id: recentEv }]);
   });
 
   it('success_body_retention clears the bodies of 2xx attempts past it, by whole days, and keeps the attempts', async () => {

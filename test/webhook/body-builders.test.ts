@@ -125,7 +125,7 @@ async function build(client: pg.PoolClient, t: { topic: string; data: unknown; u
       {
         name: 'acw_test_body_builders',
         first: {
-          text: `insert into events (id, topic, data, principal, dispatched_at) values ($1, $2, $3::jsonb, $4, now()) returning id`,
+          text: `insert into event_log (id, topic, data, principal, dispatched_at) values ($1, $2, $3::jsonb, $4, now()) returning id`,
           values: [id, t.topic, json, 'test'],
         },
         ids: [sqlJob],
