@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import type pg from 'pg';
 import type { z } from 'zod';
 import { requireEndpoint } from '../../admin/params.js';
@@ -31,6 +30,7 @@ import { EXIT, ExitError, type GlobalOptions } from '../exit.js';
 import { printJson, type CliIo } from '../io.js';
 import { forPeople, printTable, type JsonOption } from '../table.js';
 import { ENDPOINT_HEADERS, endpointHint, endpointRow } from '../views.js';
+import { readSecretFile } from '../secret-file.js';
 import { actor } from './admin.js';
 
 /**
@@ -151,20 +151,7 @@ async function storeOf(config: Config, pool: pg.Pool, needKey: boolean): Promise
  */
 function chosenSecret(io: CliIo, o: { secret?: string; secretFile?: string }): string | undefined {
   if (o.secret !== undefined && o.secretFile !== undefined) throw new ExitError(EXIT.usage, '--secret and --secret-file: give one of them');
-  if (o.secretFile !== undefined) {
-    let text: string;
-    try {
-      text = readFileSync(o.secretFile, 'utf8');
-    } catch (err) {
-      throw new ExitError(
-        EXIT.usage,
-        `--secret-file: cannot read ${o.secretFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
-      );
-    }
-    const line = text.split(/\r?\n/).find((l) => l.trim() !== '');
-    if (line === undefined) throw new ExitError(EXIT.usage, `--secret-file: ${o.secretFile} is empty`);
-    return line.trim();
-  }
+  if (o.secretFile !== undefined) return readSecretFile(o.secretFile)[0]!.trim();
   if (o.secret !== undefined) {
     io.stderr.write(
       'warning: --secret shows the secret to every user of this host (ps) and in your shell history; use --secret-file FILE\n',

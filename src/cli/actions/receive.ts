@@ -1,10 +1,11 @@
-import { mkdirSync, openSync, readFileSync, writeSync, closeSync } from 'node:fs';
+import { mkdirSync, openSync, writeSync, closeSync } from 'node:fs';
 import { createServer, type IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import { parseListen } from '../../config/index.js';
 import { verifyWebhookDetailed, type VerifyFailureReason } from '../../verify.js';
 import { EXIT, ExitError } from '../exit.js';
 import { printJson, type CliIo } from '../io.js';
+import { readSecretFile } from '../secret-file.js';
 import { watchForStop } from '../stop.js';
 
 interface ReceiveOptions {
@@ -103,20 +104,7 @@ export const RECEIVE_SECRET_ENV = 'ACW_RECEIVE_SECRET';
  */
 function secretsOf(io: CliIo, o: ReceiveOptions): string[] {
   const out: string[] = [];
-  if (o.secretFile !== undefined) {
-    let text: string;
-    try {
-      text = readFileSync(o.secretFile, 'utf8');
-    } catch (err) {
-      throw new ExitError(
-        EXIT.usage,
-        `--secret-file: cannot read ${o.secretFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
-      );
-    }
-    const lines = text.split(/\r?\n/).filter((l) => l.trim() !== '');
-    if (lines.length === 0) throw new ExitError(EXIT.usage, `--secret-file: ${o.secretFile} is empty`);
-    out.push(...lines);
-  }
+  if (o.secretFile !== undefined) out.push(...readSecretFile(o.secretFile));
   const env = io.env[RECEIVE_SECRET_ENV];
   if (env) out.push(env);
   if (o.secret !== undefined && o.secret.length > 0) {
