@@ -46,6 +46,8 @@ import type { AttemptOutcome, AttemptSpan, Tracing } from './runtime.js';
 /** Links a span keeps (the SDK's default is 128): more than an outbox dispatch batch or a dead-letter batch has. */
 export const LINK_LIMIT = 1000;
 const SYSTEM = 'acw-webhooks';
+/** Paths that get no server span: health checks and the metrics scrape. */
+const UNTRACED = new Set(['/healthz', '/readyz', '/metrics']);
 
 function spanContextOf(c: TraceCarrier): SpanContext {
   const tp = c.traceparent;
@@ -198,6 +200,11 @@ export async function createTracing(t: Config['tracing'], url: string, log: Logg
   return {
     serverHandler(handler) {
       return (req: IncomingMessage, res: ServerResponse) => {
+        // Probes and scrapes every few seconds would bury the API's spans.
+        if (UNTRACED.has((req.url ?? '/').split('?')[0]!)) {
+          handler(req, res);
+          return;
+        }
         const parentCarrier = carrierOf(req.headers['traceparent'], req.headers['tracestate']);
         const parent = parentCarrier ? trace.setSpanContext(ROOT_CONTEXT, spanContextOf(parentCarrier)) : ROOT_CONTEXT;
         const method = req.method ?? 'GET';
@@ -280,22 +287,20 @@ export async function createTracing(t: Config['tracing'], url: string, log: Logg
         u = urlAttrs(a.url);
         urls.set(a.url, u);
       }
-      const span = tracer.startSpan(
-        'POST',
-        {
-          kind: SpanKind.CLIENT,
-          attributes: {
-            'http.request.method': 'POST',
-            ...u,
-            'acw.endpoint': a.endpoint,
-            'acw.attempt': a.attempt,
-            'http.request.resend_count': a.attempt - 1,
-            ...(a.eventId ? { 'messaging.message.id': a.eventId } : {}),
-          },
-          links: a.carrier ? [{ context: spanContextOf(a.carrier) }] : [],
-        },
-        ROOT_CONTEXT,
-      );
+      const links = a.carrier ? [{ context: spanContextOf(a.carrier) }] : [];
+      const span = tracer.startSpan('POST', { kind: SpanKind.CLIENT, links }, ROOT_CONTEXT);
+      // Attributes only for a span that is kept (the samplers do not read them): an attempt of an
+      // unsampled notify costs its ids and little more.
+      if (span.isRecording()) {
+        span.setAttributes({
+          'http.request.method': 'POST',
+          ...u,
+          'acw.endpoint': a.endpoint,
+          'acw.attempt': a.attempt,
+          'http.request.resend_count': a.attempt - 1,
+          ...(a.eventId ? { 'messaging.message.id': a.eventId } : {}),
+        });
+      }
       const entry = { span, endedAt: 0 };
       attempts.set(job, entry);
       const c = carrierOfSpan(span.spanContext());

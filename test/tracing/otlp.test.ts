@@ -135,10 +135,13 @@ describe('tracing to a local OTLP receiver', () => {
       );
       await waitFor(() => api!.events('webhook.attempt').length >= 13, 15_000);
       const attemptLines = api.events('webhook.attempt');
+      expect((await call(api.url, 'GET', '/healthz')).status).toBe(200);
       await api.close();
       api = undefined;
       const spans = otlp.spans;
       expect(otlp.contentTypes.every((t) => t === 'application/json')).toBe(true);
+      // Health checks make no span; the API's requests do.
+      expect(spans.filter((s) => s.kind === SERVER).map((s) => attr(s, 'url.path'))).not.toContain('/healthz');
       expect(spans[0]!.resource).toMatchObject({ 'service.name': 'acw-test', 'deployment.environment.name': 'test' });
 
       // The client's notify: a server span under the caller's span, a producer span under it.
