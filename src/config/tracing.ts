@@ -80,6 +80,8 @@ export function withTracingEnv(tree: unknown, env: Env): unknown {
   const over: Record<string, unknown> = {};
   const disabled = set('OTEL_SDK_DISABLED');
   if (disabled !== undefined) over['disabled'] = disabled.toLowerCase() === 'true';
+  // OTEL_TRACES_EXPORTER=none: no exporter, so no tracing (otlp, the default, is the only other kind here).
+  if (set('OTEL_TRACES_EXPORTER')?.toLowerCase() === 'none') over['disabled'] = true;
   const endpoint = set('OTEL_EXPORTER_OTLP_ENDPOINT');
   if (endpoint !== undefined) over['endpoint'] = endpoint;
   const traces = set('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');

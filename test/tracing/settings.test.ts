@@ -16,6 +16,8 @@ describe('tracing settings', () => {
     // OTEL_SDK_DISABLED turns it off whatever else is set.
     expect(tracesUrl(parseConfig({}, { ...env, OTEL_SDK_DISABLED: 'TRUE' }).tracing)).toBeNull();
     expect(tracesUrl(parseConfig({}, { ...env, OTEL_SDK_DISABLED: 'false' }).tracing)).not.toBeNull();
+    expect(tracesUrl(parseConfig({}, { ...env, OTEL_TRACES_EXPORTER: 'none' }).tracing)).toBeNull();
+    expect(tracesUrl(parseConfig({}, { ...env, OTEL_TRACES_EXPORTER: 'otlp' }).tracing)).not.toBeNull();
   });
 
   it('takes every standard variable over the config, key by key', () => {
