@@ -1,10 +1,12 @@
 // The HTTP client for POST /v1/notify (`acw-webhooks/client`). Deliberately depends on the global
-// fetch and node:crypto only, so a service can import it without pulling in the server: its request
-// and answer types come from the routes' own schemas (src/http/contract/), imported as types only.
+// fetch, node:crypto and (on first use, for the caller's trace context) @opentelemetry/api only, so a
+// service can import it without pulling in the server: its request and answer types come from the
+// routes' own schemas (src/http/contract/), imported as types only.
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
 import type { notifyAnswer } from './http/contract/answers.js';
 import type { notifyBody } from './http/schemas.js';
+import { activeCarrier } from './tracing/active.js';
 
 /** `POST /v1/notify`'s body as sent. */
 type WireEvent = z.input<typeof notifyBody>;
@@ -298,6 +300,9 @@ export function createClient(options: ClientOptions): AcwClient {
 
   /** POST `body` until it gets a final answer; the body (and so its idempotency keys) is the same on every attempt. */
   async function post(path: string, body: string, signal: AbortSignal | undefined): Promise<{ status: number; json: unknown }> {
+    // The caller's active span as traceparent/tracestate: the notify continues its trace (docs/operations.md#tracing).
+    const json = { 'content-type': 'application/json', accept: 'application/json' };
+    const headers = { authorization: `Bearer ${token}`, ...json, ...(await activeCarrier()) };
     for (let attempt = 1; ; attempt++) {
       signal?.throwIfAborted();
       const timeout = AbortSignal.timeout(timeoutMs);
@@ -307,7 +312,7 @@ export function createClient(options: ClientOptions): AcwClient {
       try {
         const res = await doFetch(baseUrl + path, {
           method: 'POST',
-          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json' },
+          headers,
           body,
           redirect: 'manual',
           signal: attemptSignal,

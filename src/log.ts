@@ -122,10 +122,31 @@ export interface LoggerOptions {
   destination?: NodeJS.WritableStream;
 }
 
+/** Fields every line gets from where it is written: the active span's ids while tracing is on (src/tracing/sdk.ts). */
+let lineFields: (() => Record<string, string> | undefined) | null = null;
+
+/** Set (or clear, with null) what each line written inside an active span carries (docs/operations.md#logs). */
+export function setLineFields(fn: (() => Record<string, string> | undefined) | null): void {
+  lineFields = fn;
+}
+
+const NO_FIELDS: Record<string, string> = {};
+
+/** pino's mixin: the trace ids of the active span, nothing (and no copy of the line) when tracing is off or no span is active. */
+function traceMixin(): Record<string, string> {
+  return lineFields?.() ?? NO_FIELDS;
+}
+
+function mergeMixin(line: object, fields: object): object {
+  return fields === NO_FIELDS ? line : Object.assign(fields, line);
+}
+
 export function createLogger(opts: LoggerOptions = {}): Logger {
   return pino(
     {
       level: opts.level ?? 'info',
+      mixin: traceMixin,
+      mixinMergeStrategy: mergeMixin,
       base: { pid: process.pid },
       redact: { paths: REDACT, censor: CENSOR },
       formatters: { log: scrubLine },

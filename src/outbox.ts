@@ -1,5 +1,6 @@
 import { quoteIdent } from './db/sql.js';
 import { notifyInput, type NotifyInput } from './notify/input.js';
+import { producing } from './tracing/active.js';
 
 /**
  * The transactional outbox. Call it with the `pg` client your own transaction runs on: the event
@@ -60,13 +61,19 @@ function schemaOf(schema: string | undefined): string {
 /** Record one event in the caller's transaction; resolves with its id. */
 export async function notify(db: OutboxDb, topic: string, data: unknown, opts: OutboxOptions = {}): Promise<string> {
   const ev = validate({ topic, data, ...opts }, '');
-  const res = await db.query(`select ${schemaOf(opts.schema)}.acw_notify($1, $2::jsonb, $3::text[], $4) as id`, [
-    ev.topic,
-    JSON.stringify(ev.data),
-    ev.recipients ?? [],
-    ev.idempotency_key ?? null,
-  ]);
-  return String(res.rows[0]?.id);
+  const schema = schemaOf(opts.schema);
+  return producing({ topic: ev.topic, events: 1 }, async (trace) => {
+    const values = [ev.topic, JSON.stringify(ev.data), ev.recipients ?? [], ev.idempotency_key ?? null];
+    // The trace context rides in the options (docs/operations.md#tracing); without one the call is
+    // the five-argument one every version has.
+    const res = trace
+      ? await db.query(`select ${schema}.acw_notify($1, $2::jsonb, $3::text[], $4, p_options => $5::jsonb) as id`, [
+          ...values,
+          JSON.stringify(trace),
+        ])
+      : await db.query(`select ${schema}.acw_notify($1, $2::jsonb, $3::text[], $4) as id`, values);
+    return String(res.rows[0]?.id);
+  });
 }
 
 /**
@@ -78,7 +85,11 @@ export async function notify(db: OutboxDb, topic: string, data: unknown, opts: O
 export async function notifyMany(db: OutboxDb, events: readonly OutboxEvent[], opts: { schema?: string } = {}): Promise<string[]> {
   if (events.length === 0) return [];
   const evs = events.map((e, i) => validate(e, `events[${i}].`));
-  const res = await db.query(`select ${schemaOf(opts.schema)}.acw_notify_many($1::jsonb) as ids`, [JSON.stringify(evs)]);
+  const schema = schemaOf(opts.schema);
+  const topics = new Set(evs.map((e) => e.topic));
+  const res = await producing({ ...(topics.size === 1 ? { topic: evs[0]!.topic } : {}), events: evs.length }, (trace) =>
+    db.query(`select ${schema}.acw_notify_many($1::jsonb) as ids`, [JSON.stringify(trace ? evs.map((e) => ({ ...e, ...trace })) : evs)]),
+  );
   const ids: unknown = res.rows[0]?.ids;
   if (!Array.isArray(ids) || ids.length !== evs.length) {
     throw new Error(`acw_notify_many answered ${Array.isArray(ids) ? `${ids.length} ids` : 'no ids'} for ${evs.length} events`);

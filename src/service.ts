@@ -34,6 +34,7 @@ import { principalOfTokenHash } from './admin/users.js';
 import { TokenCache, type TokenCacheOptions } from './admin/token-cache.js';
 import { ProcessRegistration } from './admin/processes.js';
 import { makeWorkerId } from './queue/worker.js';
+import { startTracing, stopTracing } from './tracing/runtime.js';
 
 export interface ServiceOptions {
   config: Config;
@@ -198,6 +199,7 @@ export class Service {
   private async boot(opts: ServiceOptions): Promise<void> {
     const { config: cfg, log } = this;
     logConfig(cfg, log, opts.runners ?? []);
+    await startTracing(this, cfg, log);
     if (cfg.database.migrate) await migrate(this.db.pool, { schema: cfg.database.schema, log });
     await bootstrapUsers(this.db.pool, cfg.server.auth.users, log);
     // Finished jobs need today's partition of job_history (the history_partitions runner keeps the
@@ -290,6 +292,8 @@ export class Service {
       // Every subscriber has left by now; the connection goes before the database (an embedded server may stop).
       await this.listenHub.close();
       await this.db.close();
+      // Last: the spans of the deliveries that finished above are exported.
+      await stopTracing(this);
     })();
     return this.stopping;
   }

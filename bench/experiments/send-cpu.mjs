@@ -4,6 +4,10 @@
 //   node bench/experiments/send-cpu.mjs OLD_DIST NEW_DIST [rounds]
 //   SEND_CPU_N=20000 SEND_CPU_CONCURRENCY=64 node bench/experiments/send-cpu.mjs ...
 //   SEND_CPU_LOG=FILE keeps the log lines (appended) instead of sending them to /dev/null.
+//   SEND_CPU_TRACE=new (or old) runs that build with tracing on (docs/operations.md#tracing), exporting
+//   over OTLP/HTTP to the receiver child; each job carries a producer's traceparent, sampled for
+//   SEND_CPU_TRACE_RATIO of them (default 1: all). `node bench/experiments/send-cpu.mjs dist dist 6`
+//   with SEND_CPU_TRACE=new is the CPU tracing adds per delivery.
 //
 // Each measurement is a fresh child process: it loads createDeliverHandler / logAttempt /
 // createDeliveryAgent / createLogger from the given dist, warms up, then runs N deliveries at
@@ -30,6 +34,11 @@ function median(xs) {
 if (role === '--receiver') {
   let count = 0;
   const server = createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
+    if (req.url === '/v1/traces') {
+      req.resume();
+      req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+      return;
+    }
     count++;
     req.resume();
     req.on('end', () => {
@@ -73,6 +82,18 @@ if (role === '--receiver') {
   const agent = EndpointAgents ? new EndpointAgents() : createDeliveryAgent({ connections: C });
   const agentFor = EndpointAgents ? (ep) => agent.agentFor(ep) : () => agent;
   const handler = createDeliverHandler({ endpoints: () => endpoints, agent, agentFor, recheckMs: 1000, log });
+  const traced = process.env.SEND_CPU_TRACED === '1';
+  const ratio = Number(process.env.SEND_CPU_TRACE_RATIO ?? 1);
+  if (traced) {
+    const { parseConfig } = await imp('config/index.js');
+    const { startTracing } = await imp('tracing/runtime.js');
+    const cfg = parseConfig({ tracing: { traces_endpoint: `http://127.0.0.1:${port}/v1/traces`, protocol: 'http/json' } });
+    await startTracing({}, cfg, log);
+  }
+  const every = Math.max(1, Math.round(1 / ratio));
+  const traceOf = (i) => ({
+    traceparent: `00-${(i + 1).toString(16).padStart(32, '0')}-${(i + 1).toString(16).padStart(16, '0')}-${i % every === 0 ? '01' : '00'}`,
+  });
   const body = JSON.stringify({
     event_id: '00000000-0000-4000-8000-000000000000',
     topic: 'bench.event',
@@ -86,7 +107,7 @@ if (role === '--receiver') {
     const job = {
       id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
       type: 'webhook.deliver',
-      payload: { body, topic: 'bench.event' },
+      payload: traced ? { body, topic: 'bench.event', ...traceOf(i) } : { body, topic: 'bench.event' },
       attempts: 1,
       maxAttempts: 6,
       leaseToken: 't',
@@ -132,9 +153,11 @@ if (role === '--receiver') {
   const self = new URL(import.meta.url).pathname;
   const recv = fork(self, ['--receiver']);
   const { port } = await new Promise((res) => recv.once('message', res));
-  const measure = (dist) =>
+  const measure = (dist, name) =>
     new Promise((res, rej) => {
-      const child = fork(self, ['--measure', dist, String(port)]);
+      const child = fork(self, ['--measure', dist, String(port)], {
+        env: { ...process.env, SEND_CPU_TRACED: process.env.SEND_CPU_TRACE === name ? '1' : '0' },
+      });
       child.once('message', res);
       child.once('exit', (code) => (code ? rej(new Error(`measure ${dist} exited ${code}`)) : undefined));
     });
@@ -150,7 +173,7 @@ if (role === '--receiver') {
           ['new', newDist],
           ['old', oldDist],
         ]) {
-      const m = await measure(dist);
+      const m = await measure(dist, name);
       results[name].push(m);
       console.log(
         JSON.stringify({

@@ -19,8 +19,22 @@ import httpRps from './http-rps.mjs';
 import latency from './latency.mjs';
 import noop from './noop.mjs';
 import slowEndpoints from './slow-endpoints.mjs';
+import tracing from './tracing.mjs';
 
-export const SCENARIOS = [ceiling, deliver, noop, latency, httpBatch, httpLatency, httpRps, backlog, fleet, slowEndpoints, history];
+export const SCENARIOS = [
+  ceiling,
+  deliver,
+  noop,
+  latency,
+  httpBatch,
+  httpLatency,
+  httpRps,
+  backlog,
+  fleet,
+  slowEndpoints,
+  history,
+  tracing,
+];
 
 /** The reports of every scenario, each once, in the order their sections appear in latest.md. */
 export const REPORTS = [...new Set(SCENARIOS.map((s) => s.report).filter(Boolean))];

@@ -364,7 +364,8 @@ export async function prepareWorker({
       },
     },
   };
-  const config = parseConfig(raw);
+  // The OTEL_* variables only (the tracing scenario sets them): the rest of the config is the bench's.
+  const config = parseConfig(raw, Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('OTEL_'))));
   // The service's own logger at its default level (info: one webhook.attempt line per attempt),
   // to stdout, which the orchestrator points at /dev/null.
   const log = createLogger({ level: config.log.level });

@@ -143,8 +143,9 @@ const PAGE = 1000;
  */
 const ID_SKEW_MS = 86_400_000;
 
-/** The columns read from either table of events. */
-const EVENT_COLUMNS = 'id, topic, data, created_at, dispatched_at';
+/** The columns read from either table of events (the older layout's has no trace context). */
+const EVENT_COLUMNS = 'id, topic, data, created_at, dispatched_at, traceparent, tracestate';
+const V1_COLUMNS = 'id, topic, data, created_at, dispatched_at, null::text as traceparent, null::text as tracestate';
 
 /**
  * Dispatched events of the window that match the whitelist, a page after ($6, $7) in (created_at, id)
@@ -154,10 +155,10 @@ const EVENT_COLUMNS = 'id, topic, data, created_at, dispatched_at';
  * while the table of the older layout is kept (`legacy`), its rows (older ids, random ones among
  * them) are read beside, without the bounds.
  */
-const windowEvents = (legacy: boolean): string => `select e.id, e.topic, e.data, e.created_at,
+const windowEvents = (legacy: boolean): string => `select e.id, e.topic, e.data, e.created_at, e.traceparent, e.tracestate,
     to_char(e.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as page_key
   from (select ${EVENT_COLUMNS} from event_log where id >= $8::uuid and id < $9::uuid
-        ${legacy ? `union all select ${EVENT_COLUMNS} from events_v1` : ''}) e
+        ${legacy ? `union all select ${V1_COLUMNS} from events_v1` : ''}) e
   where e.dispatched_at is not null and e.created_at >= $1 and e.created_at < $2
     and ($3::boolean or e.topic = any($4::text[]) or e.topic like any($5::text[]))
     and (e.created_at, e.id) > ($6::timestamptz, $7::uuid)
@@ -169,6 +170,8 @@ interface EventRow {
   data: unknown;
   created_at: Date;
   page_key: string;
+  traceparent: string | null;
+  tracestate: string | null;
 }
 
 /** Reset (or count), create (or count), audit; or the first answer again for a key seen before. */
@@ -327,6 +330,10 @@ async function createMissing(
         const payload: DeliverPayload = {
           topic: ev.topic,
           body: buildBody({ id: ev.id, topic: ev.topic, occurredAt: ev.created_at, data: ev.data }),
+          // A replayed delivery's attempts link to the notify too (docs/operations.md#tracing).
+          ...(ev.traceparent === null
+            ? {}
+            : { traceparent: ev.traceparent, ...(ev.tracestate === null ? {} : { tracestate: ev.tracestate }) }),
         };
         return {
           id: webhookJobId(ev.id, ep.name),

@@ -41,6 +41,8 @@ export interface Endpoint {
   readonly ssrf_guard: boolean;
   /** `notify.webhook.allow_networks`: CIDRs the guard lets through (the same array for every endpoint). */
   readonly allow_networks: readonly string[];
+  /** Send `traceparent` and `tracestate` with each POST (docs/operations.md#tracing); absent: false. */
+  readonly propagate_trace?: boolean;
   /** Set on the internal endpoint of an alert sink (`sink:NAME`, docs/operations.md#alert-sinks): the format of its bodies. */
   readonly sink?: SinkFormat;
 }
@@ -70,6 +72,7 @@ export function resolveEndpoints(config: Config): Endpoint[] {
       enabled: w.enabled,
       ssrf_guard: false,
       allow_networks: w.allow_networks,
+      propagate_trace: w.propagate_trace,
     });
   }
   for (const ep of w.endpoints) {
@@ -90,6 +93,7 @@ export function resolveEndpoints(config: Config): Endpoint[] {
       enabled: w.enabled && ep.enabled,
       ssrf_guard: ep.ssrf_guard,
       allow_networks: w.allow_networks,
+      propagate_trace: ep.propagate_trace ?? w.propagate_trace,
     });
   }
   return out;

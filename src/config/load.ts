@@ -7,6 +7,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { ConfigError, isUnder, type Issue, type KeyPath } from './errors.js';
 import { interpolateTree, parseYaml, type Env } from './interpolate.js';
 import { isObject, missingSecrets } from './rules.js';
+import { withTracingEnv } from './tracing.js';
 import { APP_RUNNERS, appRunner, type AppRunnerConfig, type Config, type ConfigData } from './schema.js';
 import { knownKeysAt, sortByInput, validate } from './validate.js';
 
@@ -72,7 +73,7 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv | Env = {}, opt
 
 function build(raw: unknown, env: Env, needSecrets = true, file?: string, runners: readonly string[] = []): Config {
   const interpolated = interpolateTree(withDefaultKey(withDefaultUsers(raw)), env, needSecrets ? () => false : isServiceSecret);
-  const full = withDatabaseUrl(withoutNulls(interpolated.value), env);
+  const full = withTracingEnv(withDatabaseUrl(withoutNulls(interpolated.value), env), env);
   const { tree, blocks } = withoutRunnerBlocks(full, runners);
   const result = validate(tree, interpolated.failed);
   const runnerBlocks = validateRunnerBlocks(blocks);

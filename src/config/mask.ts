@@ -8,7 +8,7 @@ function mask(node: unknown, key: string | undefined): unknown {
   if (key === 'secret' || key === 'secret_next' || key === 'token' || key === 'encryption_key') return hide(node);
   if (key === 'old_encryption_keys' && Array.isArray(node)) return node.map(hide);
   if (key === 'sinks' && Array.isArray(node)) return node.map(maskSink);
-  if (key === 'url' && typeof node === 'string') return redactUrl(node);
+  if ((key === 'url' || key === 'endpoint' || key === 'traces_endpoint') && typeof node === 'string') return redactUrl(node);
   if (Array.isArray(node)) return node.map((item) => mask(item, undefined));
   if (typeof node !== 'object' || node === null) return node;
   const entries = Object.entries(node);

@@ -28,6 +28,7 @@ import {
 } from './fields.js';
 import { checkAlerts, checkAuth, checkCircuit, checkEndpoint, checkRetry, checkWebhook, isObject, type AddIssue } from './rules.js';
 import { ROLES } from '../roles.js';
+import { tracingSchema } from './tracing.js';
 
 export { ROLES, type Role } from '../roles.js';
 
@@ -77,6 +78,9 @@ const endpoint = withRule(
     ssrf_guard: bool()
       .default(false)
       .describe('true: refuse addresses outside global unicast, as for endpoints created through the API (see allow_networks)'),
+    propagate_trace: bool()
+      .optional()
+      .describe('send traceparent/tracestate so the receiver continues the trace; default notify.webhook.propagate_trace'),
   }),
   checkEndpoint,
 );
@@ -114,6 +118,9 @@ const webhook = withRule(
     secret_next: secretText().optional().describe('rotation of the default endpoint: the new key (see endpoints[].secret_next)'),
     rotate_until: instant().optional().describe('rotation of the default endpoint: end of the overlap (RFC 3339)'),
     timeout: duration({ positive: true }).prefault('10s').describe('per-attempt timeout'),
+    propagate_trace: bool()
+      .default(false)
+      .describe('with tracing on, send traceparent/tracestate on each POST (shows receivers your trace ids)'),
     // No schema default: unset means 5s or the endpoint's timeout when that is shorter (endpoints.ts),
     // so a config with a short timeout keeps working; a value given is refused above the timeout.
     connect_timeout: duration({ positive: true })
@@ -309,6 +316,9 @@ export const configSchema = strict({
   )
     .prefault({})
     .describe("where alerts go besides the API, the CLI and the admins' inbox"),
+  tracing: tracingSchema
+    .prefault({})
+    .describe('OpenTelemetry traces over OTLP/HTTP (docs/operations.md#tracing); off unless an endpoint is set'),
 });
 
 /** Makes a parsed value read-only all the way down, as `loadConfig` freezes it. */

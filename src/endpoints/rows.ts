@@ -73,6 +73,8 @@ export function toEndpoint(row: StoredRow, config: Config, codec: SecretCodec): 
     // Anyone with a token may point a stored endpoint anywhere: every connection is checked (docs/operations.md#ssrf-guard).
     ssrf_guard: true,
     allow_networks: w.allow_networks,
+    // Stored endpoints have no setting of their own yet: the default for every endpoint.
+    propagate_trace: w.propagate_trace,
   };
 }
 

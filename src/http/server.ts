@@ -1,4 +1,5 @@
-import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import { createServer } from 'node:http';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerFactory } from 'fastify';
 import { parseListen } from '../config/index.js';
 import { coerceError } from '../errors.js';
 import type { Service } from '../service.js';
@@ -20,6 +21,7 @@ import { replayRoutes } from './routes/replay.js';
 import { sessionRoutes, Sessions } from './routes/sessions.js';
 import { statsRoutes } from './routes/stats.js';
 import { workerRoutes } from './routes/workers.js';
+import { tracing } from '../tracing/runtime.js';
 
 /** How long a shutdown waits for in-flight requests before closing their connections. */
 const CLOSE_GRACE_MS = 10_000;
@@ -55,9 +57,28 @@ export function registeredRoutes(app: FastifyInstance): string[] {
   return [...(ROUTES_OF.get(app) ?? [])].toSorted();
 }
 
+/**
+ * With tracing on, the node:http server Fastify would make, its handler running each request
+ * inside a server span (docs/operations.md#tracing); with it off, Fastify's own.
+ */
+function tracedServer(): { serverFactory?: FastifyServerFactory } {
+  const t = tracing;
+  if (!t) return {};
+  return {
+    serverFactory: (handler, o) => {
+      const server = createServer(o.http ?? {}, t.serverHandler(handler));
+      if (typeof o.keepAliveTimeout === 'number') server.keepAliveTimeout = o.keepAliveTimeout;
+      if (typeof o.requestTimeout === 'number') server.requestTimeout = o.requestTimeout;
+      if (typeof o.connectionTimeout === 'number') server.setTimeout(o.connectionTimeout);
+      return server;
+    },
+  };
+}
+
 export async function createHttpServer(svc: Service, opts: HttpServerOptions): Promise<FastifyInstance> {
   const maxBody = svc.config.server.max_body;
   const app = Fastify({
+    ...tracedServer(),
     logger: false,
     bodyLimit: maxBody,
     routerOptions: { maxParamLength: 200 },
@@ -74,6 +95,8 @@ export async function createHttpServer(svc: Service, opts: HttpServerOptions): P
   app.addHook('onRoute', (r) => {
     for (const m of [r.method].flat()) if (m !== 'HEAD') registered.push(`${m} ${r.url}`);
   });
+  const t = tracing;
+  if (t) app.addHook('onRequest', async (req) => t.route(req.method, req.routeOptions.url ?? ''));
 
   // Our own JSON parser: no other content type is accepted, and an empty body means "no body".
   app.removeAllContentTypeParsers();

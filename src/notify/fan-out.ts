@@ -5,6 +5,7 @@ import type { Handover, JobAdopter } from '../queue/handover.js';
 import { insertJobs } from '../queue/transitions.js';
 import type { NewJob } from '../queue/types.js';
 import { WEBHOOK_JOB, buildBody, buildBodyWithData, webhookJobId, type DeliverPayload } from '../webhook/job.js';
+import type { TraceCarrier } from '../tracing/carrier.js';
 
 /**
  * The fan-out: one event becomes one inbox message per recipient and one `webhook.deliver`
@@ -20,6 +21,8 @@ export interface EventRow {
   created_at: Date;
   /** `data` as JSON text, when the caller has it already (see buildBodyWithData). */
   dataJson?: string;
+  /** Its producer's trace context, copied into each of its jobs (docs/operations.md#tracing). */
+  trace?: TraceCarrier | undefined;
 }
 
 export interface FanOutContext {
@@ -112,6 +115,7 @@ export async function writeFanOut(
           ev.dataJson === undefined
             ? buildBody({ id: ev.id, topic: ev.topic, occurredAt: ev.created_at, data: ev.data })
             : buildBodyWithData({ id: ev.id, topic: ev.topic, occurredAt: ev.created_at }, ev.dataJson),
+        ...ev.trace,
       };
       endpoints.forEach((name, k) =>
         jobs.push({ id: result.job_ids[k], type: WEBHOOK_JOB, payload, maxAttempts: ctx.maxAttempts, eventId: ev.id, endpoint: name }),

@@ -9,6 +9,8 @@ import { canonicalJson } from './canonical-json.js';
 import { newEventId } from './event-id.js';
 import { fanOutPlanner, writeFanOut, type EventRow, type FanOutContext, type FanOutPlan, type FanOutResult } from './fan-out.js';
 import { dataJson, type NotifyInput } from './input.js';
+import type { TraceCarrier } from '../tracing/carrier.js';
+import { tracing } from '../tracing/runtime.js';
 
 export interface NotifyAnswer {
   /** 202 accepted now; 200 the same idempotency key again: the first answer, nothing written. */
@@ -57,6 +59,7 @@ async function notifyEvents(
   batch: boolean,
   handover: Handover,
   nowMs: number,
+  trace: TraceCarrier | undefined,
 ): Promise<NotifyAnswer[]> {
   const path = (i: number): string => (batch ? `events[${i}].` : '');
   const named = inputs.flatMap((input, i) => (input.recipients ?? []).map((name) => ({ i, name })));
@@ -84,7 +87,7 @@ async function notifyEvents(
   const items: Item[] = inputs.map((input, i) => {
     const p = plan({ id: newEventId(), topic: input.topic });
     if (input.idempotency_key !== undefined) keyed = true;
-    return { i, input, data: dataJson(input.data), hash: requestHash(input), result: p.result, endpoints: p.endpoints };
+    return { i, input, data: dataJson(input.data), hash: requestHash(input), result: p.result, endpoints: p.endpoints, trace };
   });
   // Every event of this transaction gets its now() as created_at, so the bodies can be made before
   // the rows go in.
@@ -133,16 +136,19 @@ interface Item extends FanOutPlan {
   input: NotifyInput;
   data: string;
   hash: string | null;
+  /** The producer span's context, stored with the event and copied into its jobs (docs/operations.md#tracing). */
+  trace: TraceCarrier | undefined;
 }
 
 /** The rows of the events document (eventsDocument), in its order (`n`, 1-based). */
 const DOCUMENT = `rows from (jsonb_to_recordset($1::jsonb)
-      as (id uuid, topic text, data jsonb, recipients text[], idempotency_key text, request_hash text, response jsonb))
-    with ordinality as t(id, topic, data, recipients, idempotency_key, request_hash, response, n)`;
+      as (id uuid, topic text, data jsonb, recipients text[], idempotency_key text, request_hash text, response jsonb,
+          traceparent text, tracestate text))
+    with ordinality as t(id, topic, data, recipients, idempotency_key, request_hash, response, traceparent, tracestate, n)`;
 
 /** The events insert of keyless events, from one json document of rows (eventsDocument); created_at is now(). */
-const INSERT_EVENTS = `insert into event_log (id, topic, data, recipients, principal, idempotency_key, dispatched_at)
-  select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, now()
+const INSERT_EVENTS = `insert into event_log (id, topic, data, recipients, principal, idempotency_key, dispatched_at, traceparent, tracestate)
+  select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, now(), t.traceparent, t.tracestate
   from ${DOCUMENT}
   order by t.n`;
 
@@ -156,8 +162,8 @@ const INSERT_KEYED = `with t as materialized (select * from ${DOCUMENT}),
     select * from acw_claim_keys($2, (select array_agg(idempotency_key order by n) from t), (select array_agg(id order by n) from t),
                                  (select array_agg(request_hash order by n) from t), (select array_agg(response order by n) from t))),
   ins as (
-    insert into event_log (id, topic, data, recipients, principal, idempotency_key, dispatched_at)
-    select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, now()
+    insert into event_log (id, topic, data, recipients, principal, idempotency_key, dispatched_at, traceparent, tracestate)
+    select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, now(), t.traceparent, t.tracestate
     from t where t.idempotency_key is null or exists (select 1 from k where k.n = t.n and k.fresh)
     order by t.n)
   select k.n, k.request_hash, k.response from k where not k.fresh order by k.n`;
@@ -174,6 +180,8 @@ function eventsDocument(items: readonly Item[]): string {
     if (input.recipients !== undefined) row += `,"recipients":${JSON.stringify(input.recipients)}`;
     if (input.idempotency_key !== undefined)
       row += `,"idempotency_key":${JSON.stringify(input.idempotency_key)},"request_hash":"${it.hash}","response":${JSON.stringify(it.result)}`;
+    if (it.trace)
+      row += `,"traceparent":"${it.trace.traceparent}"${it.trace.tracestate ? `,"tracestate":${JSON.stringify(it.trace.tracestate)}` : ''}`;
     return `${row}}`;
   });
   return `[${rows.join(',')}]`;
@@ -187,6 +195,7 @@ function eventRows(items: readonly Item[], createdAt: Date): EventRow[] {
     dataJson: it.data,
     recipients: it.input.recipients ?? [],
     created_at: createdAt,
+    ...(it.trace ? { trace: it.trace } : {}),
   }));
 }
 
@@ -258,7 +267,13 @@ async function writeKeyless(
  * conflict), as for any repeated key. Such a claim waits, as the general path's does, for a
  * concurrent request holding the same key to commit or roll back (acw_claim_keys' lock per key).
  */
-async function notifyOne(pool: pg.Pool, input: NotifyInput, principal: string, ctx: FanOutContext): Promise<NotifyAnswer | null> {
+async function notifyOne(
+  pool: pg.Pool,
+  input: NotifyInput,
+  principal: string,
+  ctx: FanOutContext,
+  trace: TraceCarrier | undefined,
+): Promise<NotifyAnswer | null> {
   const id = newEventId();
   const { result, endpoints } = fanOutPlanner(ctx)({ id, topic: input.topic });
   const data = dataJson(input.data);
@@ -267,15 +282,26 @@ async function notifyOne(pool: pg.Pool, input: NotifyInput, principal: string, c
   const first =
     key === undefined
       ? {
-          text: `insert into event_log (id, topic, data, principal, dispatched_at) values ($1, $2, $3::jsonb, $4, now()) returning id`,
-          values: [id, input.topic, data, principal],
+          text: `insert into event_log (id, topic, data, principal, dispatched_at, traceparent, tracestate)
+            values ($1, $2, $3::jsonb, $4, now(), $5, $6) returning id`,
+          values: [id, input.topic, data, principal, trace?.traceparent ?? null, trace?.tracestate ?? null],
         }
       : {
-          text: `insert into event_log (id, topic, data, principal, idempotency_key, dispatched_at)
-            select $1, $2, $3::jsonb, $4, $5, now()
+          text: `insert into event_log (id, topic, data, principal, idempotency_key, dispatched_at, traceparent, tracestate)
+            select $1, $2, $3::jsonb, $4, $5, now(), $8, $9
             where (select c.fresh from acw_claim_keys($4, array[$5]::text[], array[$1]::uuid[], array[$6]::text[], array[$7::jsonb]) c)
             returning id`,
-          values: [id, input.topic, data, principal, key, requestHash(input), JSON.stringify(result)],
+          values: [
+            id,
+            input.topic,
+            data,
+            principal,
+            key,
+            requestHash(input),
+            JSON.stringify(result),
+            trace?.traceparent ?? null,
+            trace?.tracestate ?? null,
+          ],
         };
   const written = await insertWithJobs(
     pool,
@@ -291,6 +317,7 @@ async function notifyOne(pool: pg.Pool, input: NotifyInput, principal: string, c
       bodyBefore,
       bodyNowSql: OCCURRED_AT_SQL,
       bodyAfter,
+      ...(trace ? { trace } : {}),
     },
     ctx.jobsChannel,
   );
@@ -318,16 +345,37 @@ async function retryingTransaction<T>(
   }
 }
 
-/** The service's own notify (HTTP route, CLI): insert and fan out at once, in one transaction. */
+/** The answer's event and the jobs it wrote, for the producer span (a replay wrote none). */
+const written = (a: NotifyAnswer): { eventId: string; jobs: number } => ({
+  eventId: a.body.event_id,
+  jobs: a.status === 202 ? a.body.job_ids.length : 0,
+});
+
+/**
+ * The service's own notify (HTTP route, CLI): insert and fan out at once, in one transaction.
+ * With tracing on, inside a producer span whose context goes with the event and its jobs.
+ */
 export async function notifyNow(pool: pg.Pool, input: NotifyInput, principal: string, ctx: FanOutContext): Promise<NotifyAnswer> {
+  const t = tracing;
+  if (t === null) return notifyTraced(pool, input, principal, ctx, undefined);
+  return t.produce({ topic: input.topic, events: 1 }, (trace) => notifyTraced(pool, input, principal, ctx, trace), written);
+}
+
+async function notifyTraced(
+  pool: pg.Pool,
+  input: NotifyInput,
+  principal: string,
+  ctx: FanOutContext,
+  trace: TraceCarrier | undefined,
+): Promise<NotifyAnswer> {
   // Nothing to check first and no worker pool of our own to hand jobs to: one statement (see
   // notifyOne), unless its key is taken, which the transaction below answers.
   if (!input.recipients?.length && !ctx.adopter?.()) {
-    const answer = await notifyOne(pool, input, principal, ctx);
+    const answer = await notifyOne(pool, input, principal, ctx, trace);
     if (answer) return answer;
   }
   const [answer] = await retryingTransaction(pool, ctx, (client, h, nowMs) =>
-    notifyEvents(client, [input], principal, ctx, false, h, nowMs),
+    notifyEvents(client, [input], principal, ctx, false, h, nowMs, trace),
   );
   return answer!;
 }
@@ -339,5 +387,12 @@ export async function notifyBatchNow(
   principal: string,
   ctx: FanOutContext,
 ): Promise<NotifyAnswer[]> {
-  return retryingTransaction(pool, ctx, (client, h, nowMs) => notifyEvents(client, inputs, principal, ctx, true, h, nowMs));
+  const run = (trace: TraceCarrier | undefined) =>
+    retryingTransaction(pool, ctx, (client, h, nowMs) => notifyEvents(client, inputs, principal, ctx, true, h, nowMs, trace));
+  const t = tracing;
+  if (t === null) return run(undefined);
+  const topics = new Set(inputs.map((i) => i.topic));
+  return t.produce({ ...(topics.size === 1 ? { topic: inputs[0]!.topic } : {}), events: inputs.length }, run, (answers) => ({
+    jobs: answers.reduce((n, a) => n + written(a).jobs, 0),
+  }));
 }

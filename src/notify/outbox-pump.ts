@@ -6,6 +6,13 @@ import type { Logger } from '../log.js';
 import { handoverTransaction } from '../queue/handover.js';
 import { isExistingJob } from '../queue/transitions.js';
 import { fanOut, type FanOutContext, type EventRow } from './fan-out.js';
+import { tracing } from '../tracing/runtime.js';
+
+/** An event as the pump claims it, with its stored trace context (null: none). */
+interface ClaimedEvent extends EventRow {
+  traceparent: string | null;
+  tracestate: string | null;
+}
 
 const BATCH = 200;
 
@@ -88,16 +95,30 @@ export class OutboxPump {
       this.opts.pool,
       ctx.adopter?.() ?? null,
       async (client, handover) => {
-        // Lock and mark in one statement; a rollback undoes the mark with everything else.
-        const res = await client.query<EventRow>({
+        // Lock and mark in one statement; a rollback undoes the mark with everything else. The
+        // older layout's table has no trace context.
+        const trace = table === 'event_log' ? 'traceparent, tracestate' : 'null::text as traceparent, null::text as tracestate';
+        const res = await client.query<ClaimedEvent>({
           name: `acw_claim_${table}`,
           text: `update ${table} set dispatched_at = now()
           where id = any(array(select id from ${table} where dispatched_at is null order by created_at, id limit $1 for update skip locked))
-          returning id, topic, data, recipients, created_at`,
+          returning id, topic, data, recipients, created_at, ${trace}`,
           values: [BATCH],
         });
-        const results = res.rows.length > 0 ? await fanOut(client, res.rows, ctx, { handover, marked: true, skipExisting }) : [];
-        return res.rows.map((ev, i) => ({ topic: ev.topic, jobs: results[i]?.job_ids.length ?? 0 }));
+        if (res.rows.length === 0) return [];
+        const events: EventRow[] = res.rows.map(({ traceparent, tracestate, ...ev }) =>
+          traceparent === null ? ev : { ...ev, trace: tracestate === null ? { traceparent } : { traceparent, tracestate } },
+        );
+        const fan = () => fanOut(client, events, ctx, { handover, marked: true, skipExisting });
+        const t = tracing;
+        const results = t
+          ? await t.dispatch(
+              events.map((e) => e.trace),
+              fan,
+              (r) => r.reduce((n, x) => n + x.job_ids.length, 0),
+            )
+          : await fan();
+        return events.map((ev, i) => ({ topic: ev.topic, jobs: results[i]?.job_ids.length ?? 0 }));
       },
       { asyncCommit: true },
     );

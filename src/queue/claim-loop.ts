@@ -7,6 +7,7 @@ import { ClaimTimers } from './claim-timers.js';
 import { slotsUsedUp, type ClaimPlan, type SlotBudget } from './slots.js';
 import { nextDueIn, pendingEndpoints } from './store.js';
 import { claimJobs, releaseJobs } from './transitions.js';
+import { tracing } from '../tracing/runtime.js';
 import type { ClaimedJob } from './types.js';
 
 export interface ClaimLoopOptions {
@@ -170,12 +171,14 @@ export class ClaimLoop {
       let plan: ClaimPlan;
       try {
         plan = this.planClaim();
+        const startMs = tracing === null ? 0 : Date.now();
         jobs = await claimJobs(this.opts.pool, {
           workerId: this.opts.workerId,
           leaseMs: this.opts.leaseMs,
           types: this.opts.types(),
           plan,
         });
+        tracing?.claimed(startMs, jobs.length);
         onError.reset();
         this.refusals.reset('claim');
       } catch (err) {

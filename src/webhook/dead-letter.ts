@@ -3,6 +3,8 @@ import type { AlertAction } from '../admin/alert-actions.js';
 import type { DeadHook, DeadJob } from '../queue/types.js';
 import type { AlertSinks } from '../sinks/outlet.js';
 import { WEBHOOK_JOB } from './job.js';
+import { carrierOf, type TraceCarrier } from '../tracing/carrier.js';
+import { tracing } from '../tracing/runtime.js';
 
 /**
  * The dead-letter safety net (docs/operations.md#dead-letter), run by the queue inside the transaction that
@@ -32,8 +34,7 @@ const NOTIFY_AND_ROWS = `select a.id, a.action, a.created_at, a.details
        where a.details->>'endpoint' is null or a.details->>'endpoint' not in (select endpoint from f)`;
 
 export function deadLetterHook(alertsChannel: string, sinks: AlertSinks | null = null): DeadHook {
-  return async (client: pg.ClientBase, jobs: DeadJob[]) => {
-    if (jobs.length === 0) return;
+  const write = async (client: pg.ClientBase, jobs: DeadJob[]): Promise<void> => {
     const res = await client.query<LetterRow>(
       `with j as (
          select * from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::uuid[], $8::text[])
@@ -82,4 +83,16 @@ export function deadLetterHook(alertsChannel: string, sinks: AlertSinks | null =
       );
     }
   };
+  return async (client: pg.ClientBase, jobs: DeadJob[]) => {
+    if (jobs.length === 0) return;
+    const t = tracing;
+    // A span of its own, linked to the notifies whose deliveries died (docs/operations.md#tracing).
+    if (t) await t.deadLetter(jobs.map(traceOfJob), () => write(client, jobs));
+    else await write(client, jobs);
+  };
+}
+
+function traceOfJob(j: DeadJob): TraceCarrier | undefined {
+  const p = j.payload as { traceparent?: unknown; tracestate?: unknown } | null;
+  return typeof p === 'object' && p !== null ? carrierOf(p.traceparent, p.tracestate) : undefined;
 }

@@ -5,8 +5,10 @@ import type { Finished } from '../queue/flusher.js';
 import type { AttemptRecord, ClaimedJob, JobOutcome } from '../queue/types.js';
 import type { OutcomeHandler } from '../queue/worker.js';
 import { sendWebhook } from './send.js';
-import { isDeliverPayload, WEBHOOK_JOB } from './job.js';
+import { isDeliverPayload, WEBHOOK_JOB, type DeliverPayload } from './job.js';
 import { buildHeaders, signingSecrets } from './sign.js';
+import { carrierOf, type TraceCarrier } from '../tracing/carrier.js';
+import { tracing } from '../tracing/runtime.js';
 
 /** A job whose endpoint stays unknown this long goes dead (a rolling deploy is over by then). */
 export const UNKNOWN_ENDPOINT_DEAD_AFTER_MS = 24 * 3600_000;
@@ -69,6 +71,16 @@ export function createDeliverHandler(opts: DeliverOptions): OutcomeHandler {
       timestamp,
       extra: ep.headers,
     });
+    // Its own trace, linked to the notify's (docs/operations.md#tracing); with propagate_trace the
+    // receiver's trace continues from it.
+    const span = tracing?.attempt(job, {
+      carrier: traceOf(job.payload),
+      endpoint: name,
+      url: ep.url,
+      attempt: job.attempts,
+      eventId: job.eventId,
+    });
+    if (span && ep.propagate_trace) Object.assign(headers, span.headers);
     const sent = await sendWebhook({ agent: opts.agentFor(ep), url: ep.url, headers, body, timeoutMs: ep.timeout, signal });
     const echoed = [...secretHeaderValues(headers, ep), keys.secret, keys.next ?? '', urlPassword(ep.url)];
     const o = sent.outcome.kind === 'delivered' ? sent.outcome : { ...sent.outcome, message: redactEcho(sent.outcome.message, echoed) };
@@ -82,6 +94,7 @@ export function createDeliverHandler(opts: DeliverOptions): OutcomeHandler {
       responseBody: redactEcho(sent.responseBody, echoed),
       aborted: o.kind === 'retry' && o.errorKind === 'aborted',
     };
+    span?.sent(attempt.statusCode, attempt.errorKind);
     if (opts.isProbe?.(job.id)) {
       attempt.probe = true;
       // The endpoint is still down: the job waits for the next probe with its attempt unspent.
@@ -91,6 +104,11 @@ export function createDeliverHandler(opts: DeliverOptions): OutcomeHandler {
     if (o.kind === 'permanent') return { kind: 'permanent', error: o.message, attempt };
     return { kind: 'retry', error: o.message, attempt, ...(o.retryAfterMs !== undefined ? { retryAfterMs: o.retryAfterMs } : {}) };
   };
+}
+
+/** The producer's trace context the job carries, if any. */
+function traceOf(p: DeliverPayload): TraceCarrier | undefined {
+  return p.traceparent === undefined ? undefined : carrierOf(p.traceparent, p.tracestate);
 }
 
 const ECHO_CENSOR = '[redacted]';
@@ -132,6 +150,15 @@ export function logAttempt(log: Logger, f: Finished, changed: boolean, nextRunAt
   const a = f.outcome.attempt;
   if (!a || f.job.type !== WEBHOOK_JOB) return;
   const final = f.outcome.kind === 'complete' ? 'completed' : f.outcome.kind === 'release' ? 'released' : nextRunAt ? 'retry' : 'dead';
+  const t = tracing;
+  if (t === null) writeAttemptLine(log, f, a, changed ? final : 'lease_lost', changed ? nextRunAt : undefined);
+  else
+    t.attemptWritten(f.job, !changed ? 'lease_lost' : final === 'released' ? 'held' : final, () =>
+      writeAttemptLine(log, f, a, changed ? final : 'lease_lost', changed ? nextRunAt : undefined),
+    );
+}
+
+function writeAttemptLine(log: Logger, f: Finished, a: AttemptRecord, result: string, nextRunAt: Date | undefined): void {
   hotLogger(log).info(
     {
       event: 'webhook.attempt',
@@ -142,8 +169,8 @@ export function logAttempt(log: Logger, f: Finished, changed: boolean, nextRunAt
       status: a.statusCode,
       error_kind: a.errorKind,
       duration_ms: a.durationMs,
-      result: changed ? final : 'lease_lost',
-      next_retry_at: changed && nextRunAt ? nextRunAt.toISOString() : null,
+      result,
+      next_retry_at: nextRunAt ? nextRunAt.toISOString() : null,
     },
     a.errorKind ? `attempt ${a.attempt} failed: ${a.errorKind}${a.statusCode ? ` ${a.statusCode}` : ''}` : `delivered: ${a.statusCode}`,
   );

@@ -11,6 +11,9 @@ export const WEBHOOK_JOB = 'webhook.deliver';
 export interface DeliverPayload {
   topic: string;
   body: string;
+  /** The producer's trace context (docs/operations.md#tracing): the attempt's span links to it. */
+  traceparent?: string;
+  tracestate?: string;
 }
 
 export function isDeliverPayload(p: unknown): p is DeliverPayload {

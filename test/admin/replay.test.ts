@@ -337,6 +337,16 @@ describe('replayEndpoint', () => {
     expect((await replayEndpoint(ctx, 'crm', { since: '1h' }, 'ops')).created).toBe(0);
   });
 
+  it('gives a replayed delivery the trace context stored with its event (docs/operations.md#tracing)', async () => {
+    const { ctx } = context();
+    const tp = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const traced = await event('crm.traced', 60_000);
+    await db.pool.query(`update event_log set traceparent = $2, tracestate = 'v=1' where id = $1`, [traced, tp]);
+    await replayEndpoint(ctx, 'crm', { since: '1h' }, 'ops');
+    const made = await db.pool.query(`select payload from jobs where id = $1`, [webhookJobId(traced, 'crm')]);
+    expect(made.rows[0].payload).toMatchObject({ topic: 'crm.traced', traceparent: tp, tracestate: 'v=1' });
+  });
+
   it('leaves an event alone whose job id was taken since the read (a replay running at once)', async () => {
     const { ctx } = context();
     const ev = await event('crm.x', 60_000);

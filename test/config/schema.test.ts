@@ -67,6 +67,7 @@ describe('defaults', () => {
           timeout: 10_000,
           max_in_flight: 16,
           max_in_flight_total: 2000,
+          propagate_trace: false,
           rate_limit: 0,
           circuit: {
             enabled: true,
@@ -89,6 +90,17 @@ describe('defaults', () => {
         },
       },
       alerts: { sinks: [] },
+      tracing: {
+        disabled: false,
+        endpoint: '',
+        traces_endpoint: '',
+        protocol: 'http/protobuf',
+        headers: {},
+        service_name: 'acw-webhooks',
+        sampler: 'parentbased_always_on',
+        sampler_arg: 1,
+        resource_attributes: {},
+      },
     });
   });
 
@@ -426,6 +438,7 @@ describe('resolveEndpoints', () => {
         enabled: true,
         ssrf_guard: false,
         allow_networks: [],
+        propagate_trace: false,
       },
       {
         name: 'b',
@@ -441,6 +454,7 @@ describe('resolveEndpoints', () => {
         enabled: true,
         ssrf_guard: false,
         allow_networks: [],
+        propagate_trace: false,
       },
       {
         name: 'c',
@@ -456,6 +470,7 @@ describe('resolveEndpoints', () => {
         enabled: false,
         ssrf_guard: false,
         allow_networks: [],
+        propagate_trace: false,
       },
     ]);
   });

@@ -591,6 +591,7 @@ describe('a stored row as the service uses it', () => {
       updated_at: '2026-01-03T03:04:05.000Z',
       ssrf_guard: true,
       allow_networks: ['10.0.0.0/8'],
+      propagate_trace: false,
     });
   });
 

@@ -131,6 +131,8 @@ export interface WithJobs {
   bodyAfter: string;
   /** Its prepared statement's name: one per `first.text` and `bodyNowSql`. */
   name: string;
+  /** A trace context the payload carries too (`traceparent`, `tracestate`; docs/operations.md#tracing). */
+  trace?: { traceparent: string; tracestate?: string | undefined };
 }
 
 /**
@@ -143,17 +145,31 @@ export interface WithJobs {
 export async function insertWithJobs(db: Queryable, w: WithJobs, channel: string): Promise<boolean> {
   const n = w.first.values.length;
   const p = (k: number): string => `$${n + k}`;
+  // A statement of its own with a trace context: the payload without one is built as before.
+  const traced = w.trace ? `, 'traceparent', ${p(10)}::text` + (w.trace.tracestate ? `, 'tracestate', ${p(11)}::text` : '') : '';
   const res = await db.query<{ written: boolean }>({
-    name: w.name,
+    name: w.trace ? `${w.name}_traced${w.trace.tracestate ? '_state' : ''}` : w.name,
     text: `with first as (${w.first.text}), ins as (
       insert into job_queue (id, type, payload, max_attempts, run_at, event_id, endpoint)
-      select j.id, ${p(1)}, jsonb_build_object('topic', ${p(2)}::text, 'body', ${p(3)}::text || ${w.bodyNowSql} || ${p(4)}::text),
+      select j.id, ${p(1)}, jsonb_build_object('topic', ${p(2)}::text, 'body', ${p(3)}::text || ${w.bodyNowSql} || ${p(4)}::text${traced}),
         ${p(5)}, now(), ${p(6)}, j.endpoint
       from unnest(${p(7)}::uuid[], ${p(8)}::text[]) as j(id, endpoint)
       where exists (select 1 from first))
     select w.written, case when w.written and cardinality(${p(7)}::uuid[]) > 0 then pg_notify(${p(9)}, '') end
     from (select exists (select 1 from first) as written) w`,
-    values: [...w.first.values, w.type, w.topic, w.bodyBefore, w.bodyAfter, w.maxAttempts, w.eventId, w.ids, w.endpoints, channel],
+    values: [
+      ...w.first.values,
+      w.type,
+      w.topic,
+      w.bodyBefore,
+      w.bodyAfter,
+      w.maxAttempts,
+      w.eventId,
+      w.ids,
+      w.endpoints,
+      channel,
+      ...(w.trace ? [w.trace.traceparent, ...(w.trace.tracestate ? [w.trace.tracestate] : [])] : []),
+    ],
   });
   return res.rows[0]?.written === true;
 }
