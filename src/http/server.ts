@@ -12,6 +12,7 @@ import { route } from './route.js';
 import { alertRoutes, OpenStreams } from './routes/alerts.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { endpointRoutes } from './routes/endpoints.js';
+import { topicRoutes } from './routes/topics.js';
 import { healthRoutes } from './routes/health.js';
 import { jobRoutes } from './routes/jobs.js';
 import { notificationRoutes } from './routes/notifications.js';
@@ -118,6 +119,7 @@ export async function createHttpServer(svc: Service, opts: HttpServerOptions): P
     notifyRoutes(app, svc);
     jobRoutes(app, svc);
     endpointRoutes(app, svc);
+    topicRoutes(app, svc);
     replayRoutes(app, svc);
     notificationRoutes(app, svc);
     alertRoutes(app, svc, hub, streams);

@@ -9,6 +9,7 @@ import { canonicalJson } from './canonical-json.js';
 import { newEventId } from './event-id.js';
 import { fanOutPlanner, writeFanOut, type EventRow, type FanOutContext, type FanOutPlan, type FanOutResult } from './fan-out.js';
 import { dataJson, type NotifyInput } from './input.js';
+import { checkEvents, type TopicCheck } from '../topics/check.js';
 
 export interface NotifyAnswer {
   /** 202 accepted now; 200 the same idempotency key again: the first answer, nothing written. */
@@ -57,6 +58,7 @@ async function notifyEvents(
   batch: boolean,
   handover: Handover,
   nowMs: number,
+  checks: readonly TopicCheck[],
 ): Promise<NotifyAnswer[]> {
   const path = (i: number): string => (batch ? `events[${i}].` : '');
   const named = inputs.flatMap((input, i) => (input.recipients ?? []).map((name) => ({ i, name })));
@@ -83,6 +85,7 @@ async function notifyEvents(
   let keyed = false;
   const items: Item[] = inputs.map((input, i) => {
     const p = plan({ id: newEventId(), topic: input.topic });
+    Object.assign(p.result, checks[i]);
     if (input.idempotency_key !== undefined) keyed = true;
     return { i, input, data: dataJson(input.data), hash: requestHash(input), result: p.result, endpoints: p.endpoints };
   });
@@ -137,12 +140,12 @@ interface Item extends FanOutPlan {
 
 /** The rows of the events document (eventsDocument), in its order (`n`, 1-based). */
 const DOCUMENT = `rows from (jsonb_to_recordset($1::jsonb)
-      as (id uuid, topic text, data jsonb, recipients text[], idempotency_key text, request_hash text, response jsonb))
-    with ordinality as t(id, topic, data, recipients, idempotency_key, request_hash, response, n)`;
+      as (id uuid, topic text, data jsonb, recipients text[], idempotency_key text, request_hash text, response jsonb, schema_version int))
+    with ordinality as t(id, topic, data, recipients, idempotency_key, request_hash, response, schema_version, n)`;
 
 /** The events insert of keyless events, from one json document of rows (eventsDocument); created_at is now(). */
-const INSERT_EVENTS = `insert into event_log (id, topic, data, recipients, principal, idempotency_key, dispatched_at)
-  select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, now()
+const INSERT_EVENTS = `insert into event_log (id, topic, data, recipients, principal, idempotency_key, dispatched_at, schema_version)
+  select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, now(), t.schema_version
   from ${DOCUMENT}
   order by t.n`;
 
@@ -156,8 +159,8 @@ const INSERT_KEYED = `with t as materialized (select * from ${DOCUMENT}),
     select * from acw_claim_keys($2, (select array_agg(idempotency_key order by n) from t), (select array_agg(id order by n) from t),
                                  (select array_agg(request_hash order by n) from t), (select array_agg(response order by n) from t))),
   ins as (
-    insert into event_log (id, topic, data, recipients, principal, idempotency_key, dispatched_at)
-    select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, now()
+    insert into event_log (id, topic, data, recipients, principal, idempotency_key, dispatched_at, schema_version)
+    select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, now(), t.schema_version
     from t where t.idempotency_key is null or exists (select 1 from k where k.n = t.n and k.fresh)
     order by t.n)
   select k.n, k.request_hash, k.response from k where not k.fresh order by k.n`;
@@ -172,6 +175,7 @@ function eventsDocument(items: readonly Item[]): string {
     const { input } = it;
     let row = `{"id":"${it.result.event_id}","topic":${JSON.stringify(input.topic)},"data":${it.data}`;
     if (input.recipients !== undefined) row += `,"recipients":${JSON.stringify(input.recipients)}`;
+    if (it.result.schema_version !== undefined) row += `,"schema_version":${it.result.schema_version}`;
     if (input.idempotency_key !== undefined)
       row += `,"idempotency_key":${JSON.stringify(input.idempotency_key)},"request_hash":"${it.hash}","response":${JSON.stringify(it.result)}`;
     return `${row}}`;
@@ -187,6 +191,7 @@ function eventRows(items: readonly Item[], createdAt: Date): EventRow[] {
     dataJson: it.data,
     recipients: it.input.recipients ?? [],
     created_at: createdAt,
+    schema_version: it.result.schema_version,
   }));
 }
 
@@ -258,24 +263,33 @@ async function writeKeyless(
  * conflict), as for any repeated key. Such a claim waits, as the general path's does, for a
  * concurrent request holding the same key to commit or roll back (acw_claim_keys' lock per key).
  */
-async function notifyOne(pool: pg.Pool, input: NotifyInput, principal: string, ctx: FanOutContext): Promise<NotifyAnswer | null> {
+async function notifyOne(
+  pool: pg.Pool,
+  input: NotifyInput,
+  principal: string,
+  ctx: FanOutContext,
+  check: TopicCheck,
+): Promise<NotifyAnswer | null> {
   const id = newEventId();
   const { result, endpoints } = fanOutPlanner(ctx)({ id, topic: input.topic });
+  Object.assign(result, check);
+  const version = check.schema_version ?? null;
   const data = dataJson(input.data);
   const [bodyBefore, bodyAfter] = bodyAround({ id, topic: input.topic }, data);
   const key = input.idempotency_key;
   const first =
     key === undefined
       ? {
-          text: `insert into event_log (id, topic, data, principal, dispatched_at) values ($1, $2, $3::jsonb, $4, now()) returning id`,
-          values: [id, input.topic, data, principal],
+          text: `insert into event_log (id, topic, data, principal, dispatched_at, schema_version)
+            values ($1, $2, $3::jsonb, $4, now(), $5) returning id`,
+          values: [id, input.topic, data, principal, version],
         }
       : {
-          text: `insert into event_log (id, topic, data, principal, idempotency_key, dispatched_at)
-            select $1, $2, $3::jsonb, $4, $5, now()
+          text: `insert into event_log (id, topic, data, principal, idempotency_key, dispatched_at, schema_version)
+            select $1, $2, $3::jsonb, $4, $5, now(), $8
             where (select c.fresh from acw_claim_keys($4, array[$5]::text[], array[$1]::uuid[], array[$6]::text[], array[$7::jsonb]) c)
             returning id`,
-          values: [id, input.topic, data, principal, key, requestHash(input), JSON.stringify(result)],
+          values: [id, input.topic, data, principal, key, requestHash(input), JSON.stringify(result), version],
         };
   const written = await insertWithJobs(
     pool,
@@ -288,6 +302,7 @@ async function notifyOne(pool: pg.Pool, input: NotifyInput, principal: string, c
       maxAttempts: ctx.maxAttempts,
       eventId: id,
       topic: input.topic,
+      schemaVersion: version,
       bodyBefore,
       bodyNowSql: OCCURRED_AT_SQL,
       bodyAfter,
@@ -320,14 +335,15 @@ async function retryingTransaction<T>(
 
 /** The service's own notify (HTTP route, CLI): insert and fan out at once, in one transaction. */
 export async function notifyNow(pool: pg.Pool, input: NotifyInput, principal: string, ctx: FanOutContext): Promise<NotifyAnswer> {
+  const checks = checkTopics(ctx, [input], false);
   // Nothing to check first and no worker pool of our own to hand jobs to: one statement (see
   // notifyOne), unless its key is taken, which the transaction below answers.
   if (!input.recipients?.length && !ctx.adopter?.()) {
-    const answer = await notifyOne(pool, input, principal, ctx);
+    const answer = await notifyOne(pool, input, principal, ctx, checks[0]!);
     if (answer) return answer;
   }
   const [answer] = await retryingTransaction(pool, ctx, (client, h, nowMs) =>
-    notifyEvents(client, [input], principal, ctx, false, h, nowMs),
+    notifyEvents(client, [input], principal, ctx, false, h, nowMs, checks),
   );
   return answer!;
 }
@@ -339,5 +355,13 @@ export async function notifyBatchNow(
   principal: string,
   ctx: FanOutContext,
 ): Promise<NotifyAnswer[]> {
-  return retryingTransaction(pool, ctx, (client, h, nowMs) => notifyEvents(client, inputs, principal, ctx, true, h, nowMs));
+  const checks = checkTopics(ctx, inputs, true);
+  return retryingTransaction(pool, ctx, (client, h, nowMs) => notifyEvents(client, inputs, principal, ctx, true, h, nowMs, checks));
+}
+
+/** The topic catalog's check of every event, before anything is written (throws the 400 under enforce). */
+function checkTopics(ctx: FanOutContext, inputs: readonly NotifyInput[], batch: boolean): TopicCheck[] {
+  const view = ctx.topics?.();
+  if (!view) return inputs.map(() => ({}));
+  return checkEvents(view, inputs, batch, ctx.onSchemaMismatch);
 }

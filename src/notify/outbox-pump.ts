@@ -6,6 +6,7 @@ import type { Logger } from '../log.js';
 import { handoverTransaction } from '../queue/handover.js';
 import { isExistingJob } from '../queue/transitions.js';
 import { fanOut, type FanOutContext, type EventRow } from './fan-out.js';
+import { screenOutboxEvents, type OutboxCheckContext } from '../topics/outbox-check.js';
 
 const BATCH = 200;
 
@@ -38,6 +39,8 @@ export class OutboxPump {
       log: Logger;
       /** Told, once the transaction committed, how many jobs each topic got (metrics). */
       onFannedOut?: (topic: string, jobs: number) => void;
+      /** Events are validated against the topic catalog before their fan-out (src/topics/outbox-check.ts). */
+      screen?: OutboxCheckContext;
     },
   ) {}
 
@@ -84,6 +87,7 @@ export class OutboxPump {
     // commit, the events are undispatched again and the same fan-out is redone, with the same job
     // ids (webhookJobId). So it need not wait for the WAL flush: one fsync less per batch.
     const { ctx } = this.opts;
+    let claimed = 0;
     const done = await handoverTransaction(
       this.opts.pool,
       ctx.adopter?.() ?? null,
@@ -96,13 +100,21 @@ export class OutboxPump {
           returning id, topic, data, recipients, created_at`,
           values: [BATCH],
         });
-        const results = res.rows.length > 0 ? await fanOut(client, res.rows, ctx, { handover, marked: true, skipExisting }) : [];
-        return res.rows.map((ev, i) => ({ topic: ev.topic, jobs: results[i]?.job_ids.length ?? 0 }));
+        claimed = res.rows.length;
+        const view = ctx.topics?.();
+        const screen = this.opts.screen;
+        // The legacy table has no version or rejection columns: its events go out as they did.
+        const rows =
+          view && screen && table === 'event_log' && res.rows.length > 0
+            ? await screenOutboxEvents(client, res.rows, view, screen)
+            : res.rows;
+        const results = rows.length > 0 ? await fanOut(client, rows, ctx, { handover, marked: true, skipExisting }) : [];
+        return rows.map((ev, i) => ({ topic: ev.topic, jobs: results[i]?.job_ids.length ?? 0 }));
       },
       { asyncCommit: true },
     );
     for (const d of done) if (d.jobs > 0) this.opts.onFannedOut?.(d.topic, d.jobs);
-    return done.length;
+    return claimed;
   }
 
   private async loop(): Promise<void> {

@@ -11,6 +11,8 @@ export const WEBHOOK_JOB = 'webhook.deliver';
 export interface DeliverPayload {
   topic: string;
   body: string;
+  /** The topic's schema version the data was validated against: the X-ACW-Schema-Version header. */
+  schema_version?: number;
 }
 
 export function isDeliverPayload(p: unknown): p is DeliverPayload {

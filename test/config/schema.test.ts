@@ -88,6 +88,7 @@ describe('defaults', () => {
           allow_networks: [],
         },
       },
+      topics: { validation: 'warn', require_declared: false, catalog: {} },
       alerts: { sinks: [] },
     });
   });

@@ -26,6 +26,7 @@ import {
 } from '../schemas.js';
 import * as A from './answers.js';
 import { ENDPOINT_OPERATIONS } from './endpoint-routes.js';
+import { TOPIC_OPERATIONS } from './topic-routes.js';
 import { json, type RouteDoc } from './route-doc.js';
 
 export type { Answer, RouteDoc } from './route-doc.js';
@@ -212,6 +213,7 @@ export const OPERATIONS = {
     answers: { 200: json('how many were re-queued (with `dry_run: true`: how many match)', A.redriveAnswer) },
   },
   ...ENDPOINT_OPERATIONS,
+  ...TOPIC_OPERATIONS,
   listNotifications: {
     method: 'GET',
     url: '/v1/notifications',

@@ -126,6 +126,8 @@ export interface WithJobs {
    * expression `bodyNowSql` (of the statement's now()), then `bodyAfter`.
    */
   topic: string;
+  /** Carried in the payload as `schema_version` when not null (the X-ACW-Schema-Version header). */
+  schemaVersion?: number | null;
   bodyBefore: string;
   bodyNowSql: string;
   bodyAfter: string;
@@ -147,13 +149,26 @@ export async function insertWithJobs(db: Queryable, w: WithJobs, channel: string
     name: w.name,
     text: `with first as (${w.first.text}), ins as (
       insert into job_queue (id, type, payload, max_attempts, run_at, event_id, endpoint)
-      select j.id, ${p(1)}, jsonb_build_object('topic', ${p(2)}::text, 'body', ${p(3)}::text || ${w.bodyNowSql} || ${p(4)}::text),
+      select j.id, ${p(1)}, jsonb_build_object('topic', ${p(2)}::text, 'body', ${p(3)}::text || ${w.bodyNowSql} || ${p(4)}::text)
+          || case when ${p(10)}::int is null then '{}'::jsonb else jsonb_build_object('schema_version', ${p(10)}::int) end,
         ${p(5)}, now(), ${p(6)}, j.endpoint
       from unnest(${p(7)}::uuid[], ${p(8)}::text[]) as j(id, endpoint)
       where exists (select 1 from first))
     select w.written, case when w.written and cardinality(${p(7)}::uuid[]) > 0 then pg_notify(${p(9)}, '') end
     from (select exists (select 1 from first) as written) w`,
-    values: [...w.first.values, w.type, w.topic, w.bodyBefore, w.bodyAfter, w.maxAttempts, w.eventId, w.ids, w.endpoints, channel],
+    values: [
+      ...w.first.values,
+      w.type,
+      w.topic,
+      w.bodyBefore,
+      w.bodyAfter,
+      w.maxAttempts,
+      w.eventId,
+      w.ids,
+      w.endpoints,
+      channel,
+      w.schemaVersion ?? null,
+    ],
   });
   return res.rows[0]?.written === true;
 }
