@@ -20,8 +20,9 @@ create table :"schema".topics (
 create table :"schema".topic_versions (
   topic      text not null references :"schema".topics (name),
   version    integer not null check (version > 0),
-  schema     jsonb not null,
-  examples   jsonb not null default '[]',
+  -- json, not jsonb: kept as written, members in the author's order (the generated types and docs follow it).
+  schema     json not null,
+  examples   json not null default '[]',
   created_by text not null,
   created_at timestamptz not null default now(),
   primary key (topic, version)

@@ -30,9 +30,9 @@ export const latest = (t: Topic): TopicVersion | undefined => t.versions[t.versi
 
 const SELECT = `select t.name, t.description, t.deprecated, t.deprecation_note, t.archived, t.validation, t.source,
     t.created_at, t.updated_at,
-    coalesce((select jsonb_agg(jsonb_build_object('version', v.version, 'schema', v.schema, 'examples', v.examples,
+    coalesce((select json_agg(json_build_object('version', v.version, 'schema', v.schema, 'examples', v.examples,
         'created_by', v.created_by, 'created_at', v.created_at) order by v.version)
-      from topic_versions v where v.topic = t.name), '[]'::jsonb) as versions
+      from topic_versions v where v.topic = t.name), '[]'::json) as versions
   from topics t`;
 
 interface Row extends Omit<Topic, 'created_at' | 'updated_at'> {

@@ -38,7 +38,7 @@ async function lock(client: Queryable, name: string): Promise<{ source: string }
 async function insertVersion(client: Queryable, name: string, input: AddVersionInput, actor: string): Promise<number> {
   const res = await client.query<{ version: number }>(
     `insert into topic_versions (topic, version, schema, examples, created_by)
-     select $1, coalesce(max(version), 0) + 1, $2::jsonb, $3::jsonb, $4 from topic_versions where topic = $1
+     select $1, coalesce(max(version), 0) + 1, $2::json, $3::json, $4 from topic_versions where topic = $1
      returning version`,
     [name, JSON.stringify(input.schema), JSON.stringify(input.examples), actor],
   );
