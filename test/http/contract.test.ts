@@ -67,6 +67,7 @@ describe('every operation', () => {
     await hit('readiness', 'GET', '/readyz');
     await hit('metrics', 'GET', '/metrics');
     await hit('openapi', 'GET', '/openapi.json');
+    await hit('asyncapi', 'GET', '/asyncapi.json');
     const page = await hit('dashboard', 'GET', '/');
     const asset = /assets\/[^"]+\.js/.exec(page.text)?.[0] ?? 'assets/missing.js';
     await hit('dashboardAsset', 'GET', `/${asset}`);

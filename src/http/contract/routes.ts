@@ -63,6 +63,12 @@ export const OPERATIONS = {
     summary: 'This OpenAPI document',
     answers: { 200: { description: 'OpenAPI 3.1 JSON', contentType: 'application/json' } },
   },
+  asyncapi: {
+    method: 'GET',
+    url: '/asyncapi.json',
+    summary: 'An AsyncAPI 3.0 document of the topic catalog: one channel per topic, its payload schema, examples and headers',
+    answers: { 200: { description: 'AsyncAPI 3.0 JSON (docs/receivers.md#topics)', contentType: 'application/json' } },
+  },
   dashboard: {
     method: 'GET',
     url: '/',
