@@ -8,7 +8,8 @@ import type { ValidationMode } from '../config/index.js';
 import { ApiError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { CatalogView } from './catalog.js';
-import { latest, type Topic } from './rows.js';
+import type { ValidateFunction } from 'ajv/dist/2020.js';
+import { latest, type Topic, type TopicVersion } from './rows.js';
 import { compile, problemsOf, problemText, type Problem } from './validate.js';
 
 /** What a checked event carries on: the version it was validated against, and its warnings. */
@@ -33,6 +34,21 @@ export function reportMismatch(
     { event: 'notify.schema_mismatch', topic, mode, problems: problems.slice(0, 10).map(problemText) },
     `an event of ${topic} does not match its schema (validation ${mode})`,
   );
+}
+
+/**
+ * The compiled validator of one version, looked up by the version's object (the catalog's copy,
+ * kept until the next read of a changed catalog): no schema text made per event. compile() keeps
+ * them by schema text, so a catalog read again does not compile again.
+ */
+const byVersion = new WeakMap<TopicVersion, ValidateFunction>();
+function validatorOf(v: TopicVersion): ValidateFunction {
+  let fn = byVersion.get(v);
+  if (fn === undefined) {
+    fn = compile(v.schema);
+    byVersion.set(v, fn);
+  }
+  return fn;
 }
 
 export function modeOf(view: CatalogView, topic: Topic | undefined): ValidationMode {
@@ -63,7 +79,7 @@ export function checkOne(
   const mode = modeOf(view, topic);
   const v = latest(topic);
   if (mode === 'off' || !v) return { mode, problems: [], warnings };
-  const fn = compile(v.schema);
+  const fn = validatorOf(v);
   const problems = fn(data) ? [] : problemsOf(fn.errors, prefix);
   return { mode, version: v.version, problems, warnings };
 }
