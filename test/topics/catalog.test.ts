@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SecretBox } from '../../src/crypto/secret-box.js';
 import { codecOf } from '../../src/endpoints/store.js';
+import { TopicCatalog } from '../../src/topics/catalog.js';
 import { call, makeUser, startApi, type Api } from '../helpers/api.js';
 import { runCliInProcess } from '../helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
@@ -91,6 +92,16 @@ describe('the topic catalog', () => {
   });
 
   it('create, then a new version: audited, versions kept, live in the other process within a second', async () => {
+    // A catalog that polls hourly: only the NOTIFY can tell it within the test.
+    const byNotify = new TopicCatalog({
+      pool: db.pool,
+      listenHub: b.svc.listenHub,
+      channel: b.svc.channels.topics,
+      config: b.svc.config,
+      log: b.svc.log,
+      pollMs: 3_600_000,
+    });
+    await byNotify.start();
     const created = await call(a.url, 'POST', '/v1/topics', {
       token: admin,
       body: { name: 'order.created', description: 'an order was placed', schema: ORDER, examples: [{ order_id: 'o-1', total: 3 }] },
@@ -111,6 +122,8 @@ describe('the topic catalog', () => {
     expect(added.body.versions.map((v: { version: number }) => v.version)).toEqual([1, 2]);
     expect(added.body.versions[0].schema).toEqual(ORDER);
     await waitFor(() => b.svc.topics.get('order.created')?.versions.length === 2 || undefined, 5_000, 10);
+    await waitFor(() => byNotify.get('order.created')?.versions.length === 2 || undefined, 5_000, 10);
+    await byNotify.stop();
 
     const audit = await db.pool.query<{ action: string; actor: string }>(
       `select action, actor from audit_log where target_type = 'topic' and target_id = 'order.created' order by id`,
