@@ -79,7 +79,11 @@ describe('topics types', () => {
           noEmit: true,
           skipLibCheck: true,
           // The package's own sources stand for its published types (dist/*.d.ts, built from them).
-          paths: { 'acw-webhooks': [join(ROOT, 'src/index.ts')], 'acw-webhooks/client': [join(ROOT, 'src/client.ts')] },
+          paths: {
+            'acw-webhooks': [join(ROOT, 'src/index.ts')],
+            'acw-webhooks/client': [join(ROOT, 'src/client.ts')],
+            'acw-webhooks/testing': [join(ROOT, 'src/testing.ts')],
+          },
         },
         files: ['producer.ts', 'topics.ts'],
       }),
@@ -91,7 +95,7 @@ describe('topics types', () => {
       .map((l) => Number(/^producer\.ts\((\d+),/.exec(l)![1]));
     const lines = readFileSync(FIXTURE, 'utf8').split('\n');
     const wrong = lines.flatMap((l, i) => (l.includes('// wrong:') ? [i + 1] : []));
-    expect(wrong).toHaveLength(8);
+    expect(wrong).toHaveLength(9);
     expect(
       String(res.stdout)
         .split('\n')
