@@ -65,6 +65,14 @@ describe('the topic catalog', () => {
     expect(patch.body.error.code).toBe('config_topic');
   });
 
+  it('a config schema that does not compile stops the start, naming its key; nothing is written', async () => {
+    const bad = { topics: { catalog: { 'shop.closed': { schema: { type: 'object', required: 'shop' }, examples: [{}] } } } };
+    await expect(startApi(db, bad)).rejects.toThrow(/^topics\.catalog\.shop\.closed\.schema: does not compile: /);
+    const ex = { topics: { catalog: { 'shop.closed': { schema: { required: ['shop'] }, examples: [{ shop: 1 }, {}] } } } };
+    await expect(startApi(db, ex)).rejects.toThrow('topics.catalog.shop.closed.examples/1: does not match its schema');
+    expect((await db.pool.query(`select 1 from topics where name = 'shop.closed'`)).rowCount).toBe(0);
+  });
+
   it('create: a schema that does not compile, or an example that does not match, is a 400 naming it; nothing is written', async () => {
     const bad = await call(a.url, 'POST', '/v1/topics', {
       token: admin,
