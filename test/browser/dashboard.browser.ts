@@ -386,7 +386,9 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     // One test job of its own: the only new attempt is its own.
     const jobs = await db.pool.query(`select id, attempts from jobs where payload->>'topic' = 'invoice.paid'`);
     expect(jobs.rows).toHaveLength(1);
-    await waitFor(async () => (await db.pool.query(`select count(*)::int as n from webhook_attempts`)).rows[0].n === attemptsBefore + 1 || undefined);
+    await waitFor(
+      async () => (await db.pool.query(`select count(*)::int as n from webhook_attempts`)).rows[0].n === attemptsBefore + 1 || undefined,
+    );
   });
 
   it('creates an endpoint and shows its secret once, edits it, rotates its secret, and replays a window after a dry run', async () => {
