@@ -7,6 +7,9 @@ import type { z } from 'zod';
 import type { notifyAnswer } from './http/contract/answers.js';
 import type { notifyBody } from './http/schemas.js';
 import { activeCarrier } from './tracing/active.js';
+import type { AnyTopics } from './topic-map.js';
+
+export type { AnyTopics } from './topic-map.js';
 
 /** `POST /v1/notify`'s body as sent. */
 type WireEvent = z.input<typeof notifyBody>;
@@ -18,7 +21,9 @@ type WireEvent = z.input<typeof notifyBody>;
  * the event, `GET /v1/notifications`), `idempotencyKey` (the
  * same key again answers with the first result and writes nothing; generated when omitted).
  */
-export type NotifyEvent = Omit<WireEvent, 'idempotency_key'> & { idempotencyKey?: string };
+export type NotifyEvent<T extends object = AnyTopics> = {
+  [K in keyof T & string]: Omit<WireEvent, 'idempotency_key' | 'topic' | 'data'> & { topic: K; data: T[K]; idempotencyKey?: string };
+}[keyof T & string];
 
 export interface NotifyOptions {
   recipients?: string[];
@@ -37,13 +42,13 @@ export interface NotifyOptions {
 export type NotifyResult = z.output<typeof notifyAnswer>;
 
 /** What a service depends on to notify: the HTTP client and the in-memory test client both are one. */
-export interface NotifyClient {
-  notify(topic: string, data: unknown, opts?: NotifyOptions): Promise<NotifyResult>;
+export interface NotifyClient<T extends object = AnyTopics> {
+  notify<K extends keyof T & string>(topic: K, data: T[K], opts?: NotifyOptions): Promise<NotifyResult>;
   /** All or nothing, in order. An empty list resolves to `[]` without a request. */
-  notifyBatch(events: readonly NotifyEvent[], opts?: { signal?: AbortSignal }): Promise<NotifyResult[]>;
+  notifyBatch(events: readonly NotifyEvent<T>[], opts?: { signal?: AbortSignal }): Promise<NotifyResult[]>;
 }
 
-export type AcwClient = NotifyClient;
+export type AcwClient<T extends object = AnyTopics> = NotifyClient<T>;
 
 /**
  * The server's limit of events per `POST /v1/notify/batch` (`MAX_BATCH` in src/notify/input.ts, kept
@@ -203,6 +208,8 @@ function toResult(v: unknown, status: number, warning: unknown): NotifyResult | 
   const replayed = typeof v.replayed === 'boolean' ? v.replayed : status === 200;
   const r: NotifyResult = { event_id: v.event_id, job_ids: v.job_ids, replayed };
   if (typeof v.skipped === 'string') r.skipped = v.skipped;
+  if (typeof v.schema_version === 'number') r.schema_version = v.schema_version;
+  if (Array.isArray(v.warnings) && v.warnings.every((w): w is string => typeof w === 'string')) r.warnings = v.warnings;
   if (typeof warning === 'string') r.warning = warning;
   return r;
 }
@@ -248,7 +255,7 @@ function serialiseEvent(e: NotifyEvent, key: string, path: string): string {
   return text;
 }
 
-export function createClient(options: ClientOptions): AcwClient {
+export function createClient<T extends object = AnyTopics>(options: ClientOptions): AcwClient<T> {
   const { token, timeoutMs = 10_000, retries = 4 } = options;
   const doFetch = options.fetch ?? globalThis.fetch;
   const baseMs = options.backoff?.baseMs ?? 100;

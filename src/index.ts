@@ -11,7 +11,16 @@
  * - Receivers, HTTP callers and tests have their own entry points: `acw-webhooks/verify`,
  *   `acw-webhooks/client`, `acw-webhooks/testing`.
  */
-export { notify, notifyMany, OutboxError, type OutboxDb, type OutboxEvent, type OutboxOptions } from './outbox.js';
+export {
+  notify,
+  notifyMany,
+  OutboxError,
+  type AnyTopics,
+  type NotifyArgs,
+  type OutboxDb,
+  type OutboxEvent,
+  type OutboxOptions,
+} from './outbox.js';
 export { Service, type ServiceOptions } from './service.js';
 export { WorkerPool, type JobHandler, type JobContext, type WorkerPoolOptions } from './queue/worker.js';
 export type { RetryPolicy } from './queue/backoff.js';

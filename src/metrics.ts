@@ -58,6 +58,7 @@ export class Metrics {
   private readonly deliveries: Counter<'endpoint' | 'status_class'>;
   private readonly duration: Histogram<'endpoint'>;
   private readonly leaseLost: Counter;
+  private readonly schemaMismatches: Counter<'topic' | 'mode'>;
   private readonly reaped: Counter<'status'>;
   private readonly runnerErrors: Counter<'runner'>;
   private readonly depth: Gauge;
@@ -93,6 +94,12 @@ export class Metrics {
       help: 'Webhook HTTP attempt duration',
       labelNames: ['endpoint'] as const,
       buckets: DURATION_BUCKETS,
+      registers,
+    });
+    this.schemaMismatches = new Counter({
+      name: 'acw_topic_schema_mismatches_total',
+      help: "Events whose data did not match their topic's schema, by the mode that applied (warn: accepted; enforce: refused)",
+      labelNames: ['topic', 'mode'],
       registers,
     });
     this.leaseLost = new Counter({
@@ -226,6 +233,11 @@ export class Metrics {
   /** The Prometheus text exposition. */
   render(): Promise<string> {
     return this.registry.metrics();
+  }
+
+  /** An event whose data did not match its topic's schema (docs/operations.md#topic-catalog). */
+  schemaMismatch(topic: string, mode: string): void {
+    this.schemaMismatches.inc({ topic, mode });
   }
 
   jobsEnqueued(type: string, topic: string, n = 1): void {

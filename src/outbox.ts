@@ -1,5 +1,6 @@
 import { quoteIdent } from './db/sql.js';
 import { notifyInput, type NotifyInput } from './notify/input.js';
+import type { AnyTopics } from './topic-map.js';
 import { producing } from './tracing/active.js';
 
 /**
@@ -27,18 +28,22 @@ export interface OutboxOptions {
   schema?: string;
 }
 
-export interface OutboxEvent {
-  topic: string;
-  data: unknown;
-  recipients?: string[];
-  idempotencyKey?: string;
-}
+export type { AnyTopics } from './topic-map.js';
+
+export type OutboxEvent<T extends object = AnyTopics> = {
+  [K in keyof T & string]: { topic: K; data: T[K]; recipients?: string[]; idempotencyKey?: string };
+}[keyof T & string];
+
+/** notify()'s arguments after `db`: one tuple per topic, so the topic given picks the type of its data. */
+export type NotifyArgs<T extends object = AnyTopics> = {
+  [K in keyof T & string]: [topic: K, data: T[K], opts?: OutboxOptions];
+}[keyof T & string];
 
 export class OutboxError extends Error {
   override readonly name = 'OutboxError';
 }
 
-function validate(e: OutboxEvent, path: string): NotifyInput {
+function validate(e: OutboxEvent & { schema?: string }, path: string): NotifyInput {
   const parsed = notifyInput.safeParse({
     topic: e.topic,
     data: e.data,
@@ -58,8 +63,12 @@ function schemaOf(schema: string | undefined): string {
   return quoteIdent(s);
 }
 
-/** Record one event in the caller's transaction; resolves with its id. */
-export async function notify(db: OutboxDb, topic: string, data: unknown, opts: OutboxOptions = {}): Promise<string> {
+/**
+ * Record one event in the caller's transaction; resolves with its id. `notify<Topics>(db, topic,
+ * data)` checks the topic and its data against a `Topics` map (docs/integrate.md#typed-topics).
+ */
+export async function notify<T extends object = AnyTopics>(db: OutboxDb, ...args: NotifyArgs<NoInfer<T>>): Promise<string> {
+  const [topic, data, opts = {}] = args as [string, unknown, OutboxOptions?];
   const ev = validate({ topic, data, ...opts }, '');
   const schema = schemaOf(opts.schema);
   return producing({ topic: ev.topic, events: 1 }, async (trace) => {
@@ -82,9 +91,13 @@ export async function notify(db: OutboxDb, topic: string, data: unknown, opts: O
  * same answers as `notify()` called for each event in turn: a key already taken, by an earlier event or
  * earlier in the same batch, answers with the event holding it and writes nothing.
  */
-export async function notifyMany(db: OutboxDb, events: readonly OutboxEvent[], opts: { schema?: string } = {}): Promise<string[]> {
+export async function notifyMany<T extends object = AnyTopics>(
+  db: OutboxDb,
+  events: readonly OutboxEvent<NoInfer<T>>[],
+  opts: { schema?: string } = {},
+): Promise<string[]> {
   if (events.length === 0) return [];
-  const evs = events.map((e, i) => validate(e, `events[${i}].`));
+  const evs = events.map((e, i) => validate(e as OutboxEvent, `events[${i}].`));
   const schema = schemaOf(opts.schema);
   const topics = new Set(evs.map((e) => e.topic));
   const res = await producing({ ...(topics.size === 1 ? { topic: evs[0]!.topic } : {}), events: evs.length }, (trace) =>

@@ -5,10 +5,13 @@ import { migrate } from './db/migrate.js';
 import { ListenHub, type Subscription } from './db/listen-hub.js';
 import { channels } from './db/sql.js';
 import { silentLogger, type Logger } from './log.js';
-import { coerceError } from './errors.js';
+import { ApiError, UsageError, coerceError } from './errors.js';
 import { Metrics } from './metrics.js';
 import type { FanOutContext } from './notify/fan-out.js';
 import { OutboxPump } from './notify/outbox-pump.js';
+import { TopicCatalog } from './topics/catalog.js';
+import { reportMismatch } from './topics/check.js';
+import { syncConfigTopics } from './topics/store.js';
 import { jobExpiry } from './runners/expiry.js';
 import { jobPurge } from './runners/purge.js';
 import { jobReaper } from './runners/reaper.js';
@@ -77,6 +80,8 @@ export class Service {
   outboxPump: OutboxPump | null = null;
   /** The endpoints delivered to: the config file's, and those stored through the API, followed live. */
   readonly registry: EndpointRegistry;
+  /** The topic catalog events are validated against (docs/operations.md#topic-catalog), followed live. */
+  readonly topics: TopicCatalog;
   /** Opens and seals stored endpoints' secrets; null without an encryption key (stored endpoints then wait). */
   readonly secretCodec: SecretCodec | null;
   /** Checks the URLs of endpoints created through the API (docs/operations.md#ssrf-guard). */
@@ -109,6 +114,13 @@ export class Service {
       codec: this.secretCodec,
       log: this.log,
     });
+    this.topics = new TopicCatalog({
+      pool: db.pool,
+      listenHub: this.listenHub,
+      channel: this.channels.topics,
+      config: opts.config,
+      log: this.log,
+    });
     this.tokenCacheOptions = opts.tokenCache ?? {};
     this.limits = new AdaptiveLimits({ endpoints: () => this.registry.byName, log: this.log });
     this.httpAgent = opts.httpAgent;
@@ -121,6 +133,8 @@ export class Service {
       jobsChannel: this.channels.jobs,
       log: this.log,
       adopter: () => this.workers,
+      topics: () => this.topics,
+      onSchemaMismatch: (topic, mode, problems) => reportMismatch(this.log, topic, mode, problems, this.metrics),
     };
     this.metrics = new Metrics({ pool: db.pool, log: this.log, inFlight: () => this.workers?.inFlight ?? 0 });
     // The per-endpoint gauges: this process's endpoints, and its workers where it has them.
@@ -213,6 +227,7 @@ export class Service {
     });
     // Every process, workers or not: the API writes endpoints and POST /v1/notify fans out to them.
     await this.registry.start();
+    await this.startTopics();
     if (!cfg.jobs.enabled) {
       log.info({ event: 'jobs.disabled' }, 'jobs.enabled is false: no outbox pump, scheduler or workers');
       return;
@@ -231,6 +246,7 @@ export class Service {
       ctx: this.fanOutContext,
       log,
       onFannedOut: (topic, n) => this.metrics.jobsEnqueued(WEBHOOK_JOB, topic, n),
+      screen: { alertsChannel: this.channels.alerts, sinks: alertSinks, log, metrics: this.metrics },
     });
     this.delivery = new DeliveryLoop({
       config: cfg,
@@ -252,6 +268,20 @@ export class Service {
     await this.delivery.start();
     await this.outboxPump.start();
     this.scheduler.start();
+  }
+
+  /**
+   * The config's topics written to the catalog (a schema that does not compile stops the start,
+   * naming its key), then the catalog followed. A database not readable yet is retried by the poll.
+   */
+  private async startTopics(): Promise<void> {
+    try {
+      await syncConfigTopics({ pool: this.db.pool, channel: this.channels.topics }, this.config);
+    } catch (err) {
+      if (err instanceof ApiError) throw new UsageError(err.message);
+      this.log.warn({ event: 'topics.read_error', err: coerceError(err).message }, 'the topic catalog cannot be written yet');
+    }
+    await this.topics.start();
   }
 
   /** Join the process registry: a row kept fresh until stop(), under the worker pool's id when there is one. */
@@ -286,6 +316,7 @@ export class Service {
       await this.stopWork();
       await this.registration?.stop();
       await this.registry.stop();
+      await this.topics.stop();
       await this.delivery?.close();
       this.tokens?.close();
       await (await this.tokensListener)?.close();

@@ -9,10 +9,11 @@ import {
   type NotifyOptions,
   type NotifyResult,
 } from './client.js';
+import type { AnyTopics } from './topic-map.js';
 import { canonicalJson } from './notify/canonical-json.js';
 import { notifyInput } from './notify/input.js';
 
-export { AcwError, type NotifyClient, type NotifyEvent, type NotifyResult } from './client.js';
+export { AcwError, type AnyTopics, type NotifyClient, type NotifyEvent, type NotifyResult } from './client.js';
 
 /** One recorded event, as your code passed it (`data` as the server would receive it: a JSON copy). */
 export interface RecordedCall {
@@ -29,7 +30,8 @@ export interface TestClientOptions {
   users?: readonly string[];
 }
 
-export interface TestClient extends NotifyClient {
+/** With a `Topics` map as its type parameter (docs/integrate.md#typed-topics), checked as the real client is. */
+export interface TestClient<T extends object = AnyTopics> extends NotifyClient<T> {
   /** Every event your code notified, in order (a batch adds one entry per event), refused ones included. */
   readonly calls: RecordedCall[];
   /** The most recent entry of `calls`. */
@@ -89,7 +91,7 @@ function unsendable(data: unknown, path: string): void {
   }
 }
 
-export function createTestClient(options: TestClientOptions = {}): TestClient {
+export function createTestClient<T extends object = AnyTopics>(options: TestClientOptions = {}): TestClient<T> {
   const jobsPerEvent = options.jobsPerEvent ?? 1;
   const users = options.users ? new Set(options.users) : undefined;
   const calls: RecordedCall[] = [];

@@ -20,6 +20,7 @@ import latency from './latency.mjs';
 import noop from './noop.mjs';
 import slowEndpoints from './slow-endpoints.mjs';
 import tracing from './tracing.mjs';
+import topicValidation from './topic-validation.mjs';
 
 export const SCENARIOS = [
   ceiling,
@@ -34,6 +35,7 @@ export const SCENARIOS = [
   slowEndpoints,
   history,
   tracing,
+  topicValidation,
 ];
 
 /** The reports of every scenario, each once, in the order their sections appear in latest.md. */

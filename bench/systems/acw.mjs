@@ -6,7 +6,7 @@ import { dist } from '../lib/dist.mjs';
 import { HISTORY_ENDPOINTS, HISTORY_TOPICS, layoutOf, loadFinished, loadFuture } from '../lib/history-data.mjs';
 
 /** The API token of the `service` principal the latency scenario posts with. */
-const TOKEN = 'bench-service-token-0123456789';
+export const TOKEN = 'bench-service-token-0123456789';
 /** The API token of a `viewer` (the history scenario's operator reads, as the dashboard makes them). */
 export const VIEWER_TOKEN = 'bench-viewer-token-0123456789';
 
@@ -257,7 +257,7 @@ export async function openLatency(url, { entry, httpUrl }) {
  * event `seq`, and POST /v1/notify/batch of events `from` .. `to - 1` (one job each: one endpoint
  * matches every event). Both throw unless the answer is 202.
  */
-export async function openHttp(httpUrl, { connections = 1 } = {}) {
+export async function openHttp(httpUrl, { connections = 1, event = httpEvent } = {}) {
   const { Pool } = await import('undici');
   const pool = new Pool(httpUrl, { connections, pipelining: 1 });
   const post = async (path, body) => {
@@ -272,10 +272,10 @@ export async function openHttp(httpUrl, { connections = 1 } = {}) {
     return text;
   };
   return {
-    notify: (seq) => post('/v1/notify', httpEvent(seq)),
+    notify: (seq) => post('/v1/notify', event(seq)),
     batch(from, to) {
       const events = [];
-      for (let k = from; k < to; k++) events.push(httpEvent(k));
+      for (let k = from; k < to; k++) events.push(event(k));
       return post('/v1/notify/batch', { events });
     },
     close: () => pool.close(),
@@ -324,6 +324,7 @@ export async function prepareWorker({
   fleet,
   operator = false,
   logLevel,
+  topics,
 }) {
   const { parseConfig } = await dist('config/index.js');
   const { createLogger } = await dist('log.js');
@@ -345,6 +346,8 @@ export async function prepareWorker({
           },
         }
       : {}),
+    // The topic catalog and its validation (the topic-validation scenario).
+    ...(topics ? { topics } : {}),
     ...(v.workers || !jobs ? { jobs: { ...(v.workers ? { workers: v.workers } : {}), ...(jobs ? {} : { enabled: false }) } } : {}),
     notify: {
       webhook: {

@@ -1,6 +1,7 @@
 // The dashboard speaks only the public /v1 API, with its session cookie (never a token in the page).
 import type { z } from 'zod';
 import type * as A from '../../src/http/contract/answers.js';
+import type * as TA from '../../src/http/contract/topic-answers.js';
 
 // The answers' types are the server's own schemas (src/http/contract/answers.ts), imported as types
 // only: nothing of the server enters the bundle.
@@ -16,6 +17,7 @@ export type Notification = z.infer<typeof A.notificationAnswer>;
 export type Stats = z.infer<typeof A.statsAnswer>;
 export type WorkerProcess = z.infer<typeof A.processAnswer>;
 export type ReplayAnswer = z.infer<typeof A.replayAnswer>;
+export type Topic = z.infer<typeof TA.topicAnswer>;
 
 /** A refusal from the API, with the field it names when it names one. */
 export class ApiFail extends Error {
@@ -80,6 +82,7 @@ export const ALERT_ACTIONS = [
   'endpoint.expired',
   'endpoint.failing',
   'endpoint.failing_resolved',
+  'topic.event_rejected',
 ] as const satisfies readonly Alert['action'][];
 // Every action the server has is offered: a new one fails to compile here until it is added above.
 type OnlyNever<T extends never> = T;

@@ -5,6 +5,7 @@ import { api, ApiFail, onUnauthorized, type Me, type Page, type Notification } f
 import { AlertsPage } from './pages/alerts.js';
 import { DeadPage } from './pages/dead.js';
 import { EndpointsPage } from './pages/endpoints.js';
+import { TopicsPage } from './pages/topics.js';
 import { JobPage, JobsPage } from './pages/jobs.js';
 import { OverviewPage } from './pages/overview.js';
 
@@ -29,6 +30,7 @@ const NAV: Array<[string, string]> = [
   ['jobs', 'Jobs'],
   ['dead', 'Dead letters'],
   ['endpoints', 'Endpoints'],
+  ['topics', 'Topics'],
   ['alerts', 'Alerts'],
 ];
 
@@ -112,6 +114,9 @@ function Shell({ me, route, onSignOut }: { me: Me; route: Route; onSignOut: () =
       break;
     case 'endpoints':
       page = html`<${EndpointsPage} admin=${admin} />`;
+      break;
+    case 'topics':
+      page = html`<${TopicsPage} admin=${admin} />`;
       break;
     case 'alerts':
       page = html`<${AlertsPage} onRead=${refreshUnread} admin=${admin} query=${route.query} />`;

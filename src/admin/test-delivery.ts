@@ -14,30 +14,49 @@ export const TEST_TOPIC = 'webhook.test';
  * already dispatched (so the dispatcher never fans it out) and its one job is enqueued directly.
  */
 export async function testEndpoint(svc: Service, name: string, actor: string): Promise<{ event_id: string; job_ids: string[] }> {
+  const data = { message: 'test event from acw-webhooks', endpoint: name, requested_by: actor };
+  return sendTestEvent(svc, name, actor, { topic: TEST_TOPIC, data });
+}
+
+/**
+ * The same for any topic and data: the topic catalog's "send example" (a topic's example, sent with
+ * its schema version, to one endpoint). Its job is a job of its own: no real job spends an attempt.
+ */
+export async function sendTestEvent(
+  svc: Service,
+  name: string,
+  actor: string,
+  ev: { topic: string; data: unknown; schemaVersion?: number },
+): Promise<{ event_id: string; job_ids: string[] }> {
   const ep = requireEndpoint(svc.endpoints, name);
   if (!ep.enabled) {
     throw new ApiError(409, 'endpoint_disabled', `endpoint ${name} is disabled: a test would wait until it is enabled`, { field: 'name' });
   }
-  const data = { message: 'test event from acw-webhooks', endpoint: name, requested_by: actor };
+  const { topic, data } = ev;
   const result = await withTransaction(svc.db.pool, async (client) => {
     // Paused: 409 before anything is written. Open: the test job waits for the probe, so probe now.
     const { probeNow } = await prepareTestDelivery(client, svc.channels.endpoints, name);
-    const ev = await client.query<{ id: string; created_at: Date }>(
-      `insert into event_log (topic, data, principal, dispatched_at) values ($1, $2::jsonb, $3, now()) returning id, created_at`,
-      [TEST_TOPIC, JSON.stringify(data), actor],
+    const row = await client.query<{ id: string; created_at: Date }>(
+      `insert into event_log (topic, data, principal, dispatched_at, schema_version) values ($1, $2::jsonb, $3, now(), $4)
+       returning id, created_at`,
+      [topic, JSON.stringify(data), actor, ev.schemaVersion ?? null],
     );
-    const { id: eventId, created_at: occurredAt } = ev.rows[0]!;
-    const payload: DeliverPayload = { topic: TEST_TOPIC, body: buildBody({ id: eventId, topic: TEST_TOPIC, occurredAt, data }) };
+    const { id: eventId, created_at: occurredAt } = row.rows[0]!;
+    const payload: DeliverPayload = {
+      topic,
+      body: buildBody({ id: eventId, topic, occurredAt, data }),
+      ...(ev.schemaVersion !== undefined ? { schema_version: ev.schemaVersion } : {}),
+    };
     const jobIds = await enqueueJobs(
       client,
       [{ type: WEBHOOK_JOB, payload, maxAttempts: svc.config.jobs.max_attempts, eventId, endpoint: name }],
       svc.channels.jobs,
     );
     const res = { event_id: eventId, job_ids: jobIds };
-    const details = probeNow ? { ...res, probe_now: true } : res;
+    const details = { ...res, ...(topic === TEST_TOPIC ? {} : { topic }), ...(probeNow ? { probe_now: true } : {}) };
     await writeAudit(client, { action: 'endpoint.test', actor, targetType: 'endpoint', targetId: name, details });
     return res;
   });
-  svc.metrics.jobsEnqueued(WEBHOOK_JOB, TEST_TOPIC, result.job_ids.length);
+  svc.metrics.jobsEnqueued(WEBHOOK_JOB, topic, result.job_ids.length);
   return result;
 }

@@ -8,6 +8,7 @@ import { registerNotify } from './commands/notify.js';
 import { registerReceive } from './commands/receive.js';
 import { registerServe } from './commands/serve.js';
 import { registerStatus } from './commands/status.js';
+import { registerTopics } from './commands/topics.js';
 import { registerVerify } from './commands/verify.js';
 import { EXIT, errorLine, exitCodeOf } from './exit.js';
 import { guardOutput, processIo, type CliIo } from './io.js';
@@ -54,6 +55,7 @@ export function buildProgram(ctx: CliRun = { io: processIo(), exitCode: EXIT.ok 
   registerEndpoints(program, ctx);
   registerEndpointReplay(program, ctx);
   registerStatus(program, ctx);
+  registerTopics(program, ctx);
   // Subcommands made later inherit exitOverride only if set on each; do it for the whole tree.
   // `-c FILE` is taken anywhere on the line (`acw-webhooks -c f jobs list`, `jobs -c f list`,
   // `jobs list -c f`): each group takes it too, and the command that runs gets the nearest one.

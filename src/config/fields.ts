@@ -207,6 +207,11 @@ export function headers() {
 }
 
 /** A strict mapping: unknown keys are reported (with a suggestion) by validate.ts. */
+/** A JSON object as written (a JSON Schema): compiled where it is used, not here. */
+export function jsonObject() {
+  return z.record(z.string(), z.unknown(), { error: (iss) => `expected a mapping (a JSON Schema object), got ${show(iss.input)}` });
+}
+
 export function strict<T extends z.core.$ZodLooseShape>(shape: T) {
   return z.strictObject(shape, {
     error: (iss) => (iss.code === 'invalid_type' ? `expected a mapping, got ${show(iss.input)}` : undefined),

@@ -23,6 +23,7 @@ export {
   ROLES,
   SCHEMES,
   SINK_FORMATS,
+  VALIDATION_MODES,
   APP_RUNNERS,
   type AppRunnerConfig,
   type Config,
@@ -32,5 +33,6 @@ export {
   type Role,
   type Scheme,
   type SinkFormat,
+  type ValidationMode,
 } from './schema.js';
 export { isValidTopic, isValidTopicPattern, topicMatches } from './topics.js';

@@ -3,6 +3,7 @@
  * problem is reported at once), hence the defensive reads: a value may not have its parsed type.
  */
 import { formatDuration } from './duration.js';
+import { isValidTopic } from './topics.js';
 import { showSecret, type Issue } from './errors.js';
 
 export type AddIssue = (path: PropertyKey[], message: string) => void;
@@ -103,6 +104,16 @@ export function checkAlerts(a: unknown, add: AddIssue): void {
     if (first !== undefined) add(['sinks', i, 'name'], `duplicate sink name "${name}" (also sinks[${first}])`);
     else seen.set(name, i);
   });
+}
+
+/** `topics`: the catalog's keys are topic names (the schemas are compiled where the catalog is written, src/topics/). */
+export function checkTopics(t: unknown, add: AddIssue): void {
+  const catalog = isObject(t) ? t['catalog'] : undefined;
+  if (!isObject(catalog)) return;
+  for (const name of Object.keys(catalog)) {
+    if (!isValidTopic(name) || name.length > 200)
+      add(['catalog', name], `expected a topic name of lowercase dot-separated words like "order.created", got ${JSON.stringify(name)}`);
+  }
 }
 
 /** `notify.webhook`: the top-level `default` endpoint and the names in `endpoints`. */

@@ -13,6 +13,7 @@ import {
   fraction,
   headers,
   httpUrl,
+  jsonObject,
   instant,
   int,
   list,
@@ -26,7 +27,17 @@ import {
   text,
   topics,
 } from './fields.js';
-import { checkAlerts, checkAuth, checkCircuit, checkEndpoint, checkRetry, checkWebhook, isObject, type AddIssue } from './rules.js';
+import {
+  checkAlerts,
+  checkAuth,
+  checkCircuit,
+  checkEndpoint,
+  checkRetry,
+  checkTopics,
+  checkWebhook,
+  isObject,
+  type AddIssue,
+} from './rules.js';
 import { ROLES } from '../roles.js';
 import { tracingSchema } from './tracing.js';
 
@@ -43,6 +54,8 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
 export const SCHEMES = ['acw', 'standard'] as const;
 /** How an alert sink's body is written (docs/operations.md#alert-sinks). */
 export const SINK_FORMATS = ['webhook', 'slack'] as const;
+/** How notify checks an event's data against its topic's schema (docs/operations.md#topic-catalog). */
+export const VALIDATION_MODES = ['off', 'warn', 'enforce'] as const;
 
 const user = strict({
   name: pattern(/^[A-Za-z0-9_.@-]{1,64}$/, 'a user name of 1-64 letters, digits or "_.@-"').describe('principal name'),
@@ -179,6 +192,35 @@ const sink = strict({
     .describe('true: refuse addresses outside global unicast (see notify.webhook.allow_networks), as for endpoints'),
 });
 
+/** One `topics.catalog` entry: a topic declared in the file (written to the catalog at start). */
+const topicDecl = strict({
+  description: text().default('').describe('what the event means, for the receivers'),
+  schema: jsonObject().describe("JSON Schema (draft 2020-12) of the event's data; a change adds a version"),
+  examples: z
+    .array(z.unknown())
+    .default(() => [])
+    .describe('example values of data, each matching the schema (the first is the dashboard\'s "send example")'),
+  deprecated: bool().default(false).describe('true: still accepted, with a warning in each answer'),
+  deprecation_note: text().default('').describe('what to use instead, shown with the warning'),
+  validation: oneOf(VALIDATION_MODES).optional().describe("this topic's mode; default topics.validation"),
+});
+
+const topicsSection = withRule(
+  strict({
+    validation: oneOf(VALIDATION_MODES)
+      .default('warn')
+      .describe(
+        "off: no check; warn: accepted, with warnings in the answer; enforce: refused (400) when data does not match its topic's schema",
+      ),
+    require_declared: bool().default(false).describe('true: a topic not in the catalog (or archived) is refused'),
+    catalog: z
+      .record(text(), topicDecl)
+      .default(() => ({}))
+      .describe('topics by name, each with its schema and examples; more can be added through /v1/topics'),
+  }),
+  checkTopics,
+);
+
 /**
  * The application runners the config knows by name (the host application's workspace fetch,
  * worktree prune and attachment cleanup): their `jobs:` blocks load as written and each is handed
@@ -306,6 +348,7 @@ export const configSchema = strict({
   })
     .prefault({})
     .describe('notification channels'),
+  topics: topicsSection.prefault({}).describe('the topic catalog and the validation of events against it'),
   alerts: withRule(
     strict({
       sinks: list(sink)
@@ -335,5 +378,6 @@ export type Config = DeepReadonly<ConfigData>;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 export type Scheme = (typeof SCHEMES)[number];
 export type SinkFormat = (typeof SINK_FORMATS)[number];
+export type ValidationMode = (typeof VALIDATION_MODES)[number];
 /** A parsed application runner block: `interval` in milliseconds, the runner's own keys as written. */
 export type AppRunnerConfig = Readonly<z.output<typeof appRunner>>;

@@ -15,6 +15,7 @@ export function channels(schema: string): {
   users: string;
   endpoints: string;
   endpointDefs: string;
+  topics: string;
 } {
   // users: a revoked or reissued user's name, so every process forgets its cached tokens (src/admin/users.ts).
   // endpoints: an endpoint whose shared state changed (circuit, pause), so every process re-reads it at once.
@@ -26,5 +27,7 @@ export function channels(schema: string): {
     endpoints: `${schema}.acw_endpoints`,
     // endpointDefs: a stored endpoint was created, changed or deleted, so every process re-reads them.
     endpointDefs: `${schema}.acw_endpoint_defs`,
+    // topics: the topic catalog changed, so every process re-reads it.
+    topics: `${schema}.acw_topics`,
   };
 }

@@ -13,6 +13,9 @@ import { route } from './route.js';
 import { alertRoutes, OpenStreams } from './routes/alerts.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { endpointRoutes } from './routes/endpoints.js';
+import { topicRoutes } from './routes/topics.js';
+import { asyncApiDocument } from '../topics/docs.js';
+import type { Topic } from '../topics/rows.js';
 import { healthRoutes } from './routes/health.js';
 import { jobRoutes } from './routes/jobs.js';
 import { notificationRoutes } from './routes/notifications.js';
@@ -141,6 +144,7 @@ export async function createHttpServer(svc: Service, opts: HttpServerOptions): P
     notifyRoutes(app, svc);
     jobRoutes(app, svc);
     endpointRoutes(app, svc);
+    topicRoutes(app, svc);
     replayRoutes(app, svc);
     notificationRoutes(app, svc);
     alertRoutes(app, svc, hub, streams);
@@ -149,11 +153,11 @@ export async function createHttpServer(svc: Service, opts: HttpServerOptions): P
     sessionRoutes(app, svc, sessions);
     dashboardRoutes(app);
     // Public, like /healthz: the shape of the API, generated from the routes' schemas (docs/api.md).
-    let openapi: string | undefined;
-    route(app, 'openapi', async (_in, _req, reply) => {
-      openapi ??= JSON.stringify(openApiDocument({ serverUrl: serverUrl(app, svc.config.server.public_url) }));
-      return reply.type('application/json; charset=utf-8').send(openapi);
-    });
+    // With the catalog's topics in `webhooks`: made again when the catalog changed.
+    const openapi = perCatalog(svc, (topics) => openApiDocument({ serverUrl: serverUrl(app, svc.config.server.public_url), topics }));
+    route(app, 'openapi', async (_in, _req, reply) => reply.type('application/json; charset=utf-8').send(openapi()));
+    const asyncapi = perCatalog(svc, asyncApiDocument);
+    route(app, 'asyncapi', async (_in, _req, reply) => reply.type('application/json; charset=utf-8').send(asyncapi()));
     // LISTEN before the first client can connect, so no wake-up is lost.
     app.addHook('onReady', async () => hub.start());
     app.addHook('onClose', async () => hub.close());
@@ -161,6 +165,16 @@ export async function createHttpServer(svc: Service, opts: HttpServerOptions): P
   opts.extend?.(app);
   await app.ready();
   return app;
+}
+
+/** A document of the topic catalog as JSON text, made once per version of the catalog. */
+function perCatalog(svc: Service, make: (topics: readonly Topic[]) => unknown): () => string {
+  let made: { topics: readonly Topic[]; text: string } | undefined;
+  return () => {
+    const topics = svc.topics.topics;
+    if (made?.topics !== topics) made = { topics, text: JSON.stringify(make(topics)) };
+    return made.text;
+  };
 }
 
 export interface BoundAddress {

@@ -1,6 +1,8 @@
 import type pg from 'pg';
 import { topicMatches, type Endpoint } from '../config/index.js';
 import type { Logger } from '../log.js';
+import type { CatalogView } from '../topics/catalog.js';
+import type { OnMismatch } from '../topics/check.js';
 import type { Handover, JobAdopter } from '../queue/handover.js';
 import { insertJobs } from '../queue/transitions.js';
 import type { NewJob } from '../queue/types.js';
@@ -23,6 +25,8 @@ export interface EventRow {
   dataJson?: string;
   /** Its producer's trace context, copied into each of its jobs (docs/operations.md#tracing). */
   trace?: TraceCarrier | undefined;
+  /** The topic's schema version it was validated against (sent as X-ACW-Schema-Version). */
+  schema_version?: number | null | undefined;
 }
 
 export interface FanOutContext {
@@ -34,6 +38,10 @@ export interface FanOutContext {
   log: Logger;
   /** This process's worker pool, when it runs one: the jobs it has room for are inserted already claimed. */
   adopter?: () => JobAdopter | null;
+  /** The topic catalog events are validated against (docs/operations.md#topic-catalog); none: no validation. */
+  topics?: () => CatalogView | null;
+  /** Told of each event that does not match its topic's schema (a log line and a metric). */
+  onSchemaMismatch?: OnMismatch;
 }
 
 export interface FanOutResult {
@@ -43,6 +51,10 @@ export interface FanOutResult {
   skipped?: 'webhooks_disabled' | 'no_matching_endpoint';
   /** Recipients named that are no user (outbox events only; the HTTP route refuses them first). */
   unknown_recipients?: string[];
+  /** The topic's schema version the data was validated against. */
+  schema_version?: number;
+  /** Under validation warn: what did not match (JSON Pointers); a deprecated topic says so. */
+  warnings?: string[];
 }
 
 export interface FanOutOptions {
@@ -111,6 +123,7 @@ export async function writeFanOut(
     if (endpoints.length > 0) {
       const payload: DeliverPayload = {
         topic: ev.topic,
+        ...(ev.schema_version != null ? { schema_version: ev.schema_version } : {}),
         body:
           ev.dataJson === undefined
             ? buildBody({ id: ev.id, topic: ev.topic, occurredAt: ev.created_at, data: ev.data })

@@ -11,6 +11,7 @@ import { fanOutPlanner, writeFanOut, type EventRow, type FanOutContext, type Fan
 import { dataJson, type NotifyInput } from './input.js';
 import type { TraceCarrier } from '../tracing/carrier.js';
 import { tracing } from '../tracing/runtime.js';
+import { checkEvents, type TopicCheck } from '../topics/check.js';
 
 export interface NotifyAnswer {
   /** 202 accepted now; 200 the same idempotency key again: the first answer, nothing written. */
@@ -60,6 +61,7 @@ async function notifyEvents(
   handover: Handover,
   nowMs: number,
   trace: TraceCarrier | undefined,
+  checks: readonly TopicCheck[],
 ): Promise<NotifyAnswer[]> {
   const path = (i: number): string => (batch ? `events[${i}].` : '');
   const named = inputs.flatMap((input, i) => (input.recipients ?? []).map((name) => ({ i, name })));
@@ -86,6 +88,7 @@ async function notifyEvents(
   let keyed = false;
   const items: Item[] = inputs.map((input, i) => {
     const p = plan({ id: newEventId(), topic: input.topic });
+    Object.assign(p.result, checks[i]);
     if (input.idempotency_key !== undefined) keyed = true;
     return { i, input, data: dataJson(input.data), hash: requestHash(input), result: p.result, endpoints: p.endpoints, trace };
   });
@@ -143,12 +146,12 @@ interface Item extends FanOutPlan {
 /** The rows of the events document (eventsDocument), in its order (`n`, 1-based). */
 const DOCUMENT = `rows from (jsonb_to_recordset($1::jsonb)
       as (id uuid, topic text, data jsonb, recipients text[], idempotency_key text, request_hash text, response jsonb,
-          traceparent text, tracestate text))
-    with ordinality as t(id, topic, data, recipients, idempotency_key, request_hash, response, traceparent, tracestate, n)`;
+          traceparent text, tracestate text, schema_version int))
+    with ordinality as t(id, topic, data, recipients, idempotency_key, request_hash, response, traceparent, tracestate, schema_version, n)`;
 
 /** The events insert of keyless events, from one json document of rows (eventsDocument); created_at is now(). */
-const INSERT_EVENTS = `insert into event_log (id, topic, data, recipients, principal, idempotency_key, dispatched_at, traceparent, tracestate)
-  select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, now(), t.traceparent, t.tracestate
+const INSERT_EVENTS = `insert into event_log (id, topic, data, recipients, principal, idempotency_key, dispatched_at, traceparent, tracestate, schema_version)
+  select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, now(), t.traceparent, t.tracestate, t.schema_version
   from ${DOCUMENT}
   order by t.n`;
 
@@ -162,8 +165,8 @@ const INSERT_KEYED = `with t as materialized (select * from ${DOCUMENT}),
     select * from acw_claim_keys($2, (select array_agg(idempotency_key order by n) from t), (select array_agg(id order by n) from t),
                                  (select array_agg(request_hash order by n) from t), (select array_agg(response order by n) from t))),
   ins as (
-    insert into event_log (id, topic, data, recipients, principal, idempotency_key, dispatched_at, traceparent, tracestate)
-    select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, now(), t.traceparent, t.tracestate
+    insert into event_log (id, topic, data, recipients, principal, idempotency_key, dispatched_at, traceparent, tracestate, schema_version)
+    select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, now(), t.traceparent, t.tracestate, t.schema_version
     from t where t.idempotency_key is null or exists (select 1 from k where k.n = t.n and k.fresh)
     order by t.n)
   select k.n, k.request_hash, k.response from k where not k.fresh order by k.n`;
@@ -178,6 +181,7 @@ function eventsDocument(items: readonly Item[]): string {
     const { input } = it;
     let row = `{"id":"${it.result.event_id}","topic":${JSON.stringify(input.topic)},"data":${it.data}`;
     if (input.recipients !== undefined) row += `,"recipients":${JSON.stringify(input.recipients)}`;
+    if (it.result.schema_version !== undefined) row += `,"schema_version":${it.result.schema_version}`;
     if (input.idempotency_key !== undefined)
       row += `,"idempotency_key":${JSON.stringify(input.idempotency_key)},"request_hash":"${it.hash}","response":${JSON.stringify(it.result)}`;
     if (it.trace)
@@ -196,6 +200,7 @@ function eventRows(items: readonly Item[], createdAt: Date): EventRow[] {
     recipients: it.input.recipients ?? [],
     created_at: createdAt,
     ...(it.trace ? { trace: it.trace } : {}),
+    schema_version: it.result.schema_version,
   }));
 }
 
@@ -273,22 +278,25 @@ async function notifyOne(
   principal: string,
   ctx: FanOutContext,
   trace: TraceCarrier | undefined,
+  check: TopicCheck,
 ): Promise<NotifyAnswer | null> {
   const id = newEventId();
   const { result, endpoints } = fanOutPlanner(ctx)({ id, topic: input.topic });
+  Object.assign(result, check);
+  const version = check.schema_version ?? null;
   const data = dataJson(input.data);
   const [bodyBefore, bodyAfter] = bodyAround({ id, topic: input.topic }, data);
   const key = input.idempotency_key;
   const first =
     key === undefined
       ? {
-          text: `insert into event_log (id, topic, data, principal, dispatched_at, traceparent, tracestate)
-            values ($1, $2, $3::jsonb, $4, now(), $5, $6) returning id`,
-          values: [id, input.topic, data, principal, trace?.traceparent ?? null, trace?.tracestate ?? null],
+          text: `insert into event_log (id, topic, data, principal, dispatched_at, traceparent, tracestate, schema_version)
+            values ($1, $2, $3::jsonb, $4, now(), $5, $6, $7) returning id`,
+          values: [id, input.topic, data, principal, trace?.traceparent ?? null, trace?.tracestate ?? null, version],
         }
       : {
-          text: `insert into event_log (id, topic, data, principal, idempotency_key, dispatched_at, traceparent, tracestate)
-            select $1, $2, $3::jsonb, $4, $5, now(), $8, $9
+          text: `insert into event_log (id, topic, data, principal, idempotency_key, dispatched_at, traceparent, tracestate, schema_version)
+            select $1, $2, $3::jsonb, $4, $5, now(), $8, $9, $10
             where (select c.fresh from acw_claim_keys($4, array[$5]::text[], array[$1]::uuid[], array[$6]::text[], array[$7::jsonb]) c)
             returning id`,
           values: [
@@ -301,6 +309,7 @@ async function notifyOne(
             JSON.stringify(result),
             trace?.traceparent ?? null,
             trace?.tracestate ?? null,
+            version,
           ],
         };
   const written = await insertWithJobs(
@@ -314,6 +323,7 @@ async function notifyOne(
       maxAttempts: ctx.maxAttempts,
       eventId: id,
       topic: input.topic,
+      schemaVersion: version,
       bodyBefore,
       bodyNowSql: OCCURRED_AT_SQL,
       bodyAfter,
@@ -356,9 +366,10 @@ const written = (a: NotifyAnswer): { eventId: string; jobs: number } => ({
  * With tracing on, inside a producer span whose context goes with the event and its jobs.
  */
 export async function notifyNow(pool: pg.Pool, input: NotifyInput, principal: string, ctx: FanOutContext): Promise<NotifyAnswer> {
+  const checks = checkTopics(ctx, [input], false);
   const t = tracing;
-  if (t === null) return notifyTraced(pool, input, principal, ctx, undefined);
-  return t.produce({ topic: input.topic, events: 1 }, (trace) => notifyTraced(pool, input, principal, ctx, trace), written);
+  if (t === null) return notifyTraced(pool, input, principal, ctx, undefined, checks);
+  return t.produce({ topic: input.topic, events: 1 }, (trace) => notifyTraced(pool, input, principal, ctx, trace, checks), written);
 }
 
 async function notifyTraced(
@@ -367,15 +378,16 @@ async function notifyTraced(
   principal: string,
   ctx: FanOutContext,
   trace: TraceCarrier | undefined,
+  checks: readonly TopicCheck[],
 ): Promise<NotifyAnswer> {
   // Nothing to check first and no worker pool of our own to hand jobs to: one statement (see
   // notifyOne), unless its key is taken, which the transaction below answers.
   if (!input.recipients?.length && !ctx.adopter?.()) {
-    const answer = await notifyOne(pool, input, principal, ctx, trace);
+    const answer = await notifyOne(pool, input, principal, ctx, trace, checks[0]!);
     if (answer) return answer;
   }
   const [answer] = await retryingTransaction(pool, ctx, (client, h, nowMs) =>
-    notifyEvents(client, [input], principal, ctx, false, h, nowMs, trace),
+    notifyEvents(client, [input], principal, ctx, false, h, nowMs, trace, checks),
   );
   return answer!;
 }
@@ -387,12 +399,20 @@ export async function notifyBatchNow(
   principal: string,
   ctx: FanOutContext,
 ): Promise<NotifyAnswer[]> {
+  const checks = checkTopics(ctx, inputs, true);
   const run = (trace: TraceCarrier | undefined) =>
-    retryingTransaction(pool, ctx, (client, h, nowMs) => notifyEvents(client, inputs, principal, ctx, true, h, nowMs, trace));
+    retryingTransaction(pool, ctx, (client, h, nowMs) => notifyEvents(client, inputs, principal, ctx, true, h, nowMs, trace, checks));
   const t = tracing;
   if (t === null) return run(undefined);
   const topics = new Set(inputs.map((i) => i.topic));
   return t.produce({ ...(topics.size === 1 ? { topic: inputs[0]!.topic } : {}), events: inputs.length }, run, (answers) => ({
     jobs: answers.reduce((n, a) => n + written(a).jobs, 0),
   }));
+}
+
+/** The topic catalog's check of every event, before anything is written (throws the 400 under enforce). */
+function checkTopics(ctx: FanOutContext, inputs: readonly NotifyInput[], batch: boolean): TopicCheck[] {
+  const view = ctx.topics?.();
+  if (!view) return inputs.map(() => ({}));
+  return checkEvents(view, inputs, batch, ctx.onSchemaMismatch);
 }

@@ -7,6 +7,7 @@ import { handoverTransaction } from '../queue/handover.js';
 import { isExistingJob } from '../queue/transitions.js';
 import { fanOut, type FanOutContext, type EventRow } from './fan-out.js';
 import { tracing } from '../tracing/runtime.js';
+import { screenOutboxEvents, type OutboxCheckContext } from '../topics/outbox-check.js';
 
 /** An event as the pump claims it, with its stored trace context (null: none). */
 interface ClaimedEvent extends EventRow {
@@ -45,6 +46,8 @@ export class OutboxPump {
       log: Logger;
       /** Told, once the transaction committed, how many jobs each topic got (metrics). */
       onFannedOut?: (topic: string, jobs: number) => void;
+      /** Events are validated against the topic catalog before their fan-out (src/topics/outbox-check.ts). */
+      screen?: OutboxCheckContext;
     },
   ) {}
 
@@ -91,6 +94,7 @@ export class OutboxPump {
     // commit, the events are undispatched again and the same fan-out is redone, with the same job
     // ids (webhookJobId). So it need not wait for the WAL flush: one fsync less per batch.
     const { ctx } = this.opts;
+    let claimed = 0;
     const done = await handoverTransaction(
       this.opts.pool,
       ctx.adopter?.() ?? null,
@@ -105,10 +109,16 @@ export class OutboxPump {
           returning id, topic, data, recipients, created_at, ${trace}`,
           values: [BATCH],
         });
+        claimed = res.rows.length;
         if (res.rows.length === 0) return [];
-        const events: EventRow[] = res.rows.map(({ traceparent, tracestate, ...ev }) =>
+        const traced: EventRow[] = res.rows.map(({ traceparent, tracestate, ...ev }) =>
           traceparent === null ? ev : { ...ev, trace: tracestate === null ? { traceparent } : { traceparent, tracestate } },
         );
+        const view = ctx.topics?.();
+        const screen = this.opts.screen;
+        // The legacy table has no version or rejection columns: its events go out as they did.
+        const events = view && screen && table === 'event_log' ? await screenOutboxEvents(client, traced, view, screen) : traced;
+        if (events.length === 0) return [];
         const fan = () => fanOut(client, events, ctx, { handover, marked: true, skipExisting });
         const t = tracing;
         const results = t
@@ -123,7 +133,7 @@ export class OutboxPump {
       { asyncCommit: true },
     );
     for (const d of done) if (d.jobs > 0) this.opts.onFannedOut?.(d.topic, d.jobs);
-    return done.length;
+    return claimed;
   }
 
   private async loop(): Promise<void> {

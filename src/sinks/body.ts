@@ -24,6 +24,7 @@ export const SEVERITY: Readonly<Record<AlertAction, Severity>> = {
   'endpoint.expired': 'critical',
   'webhook.dead_letter': 'warning',
   'job.dead_letter': 'warning',
+  'topic.event_rejected': 'warning',
   'endpoint.circuit_closed': 'info',
   'endpoint.failing_resolved': 'info',
 };
@@ -74,6 +75,10 @@ export function summary(a: SinkAlert): string {
         `delivery ${str(d['job_id']) ?? '?'} of ${str(d['topic']) ?? '?'} to endpoint ${ep} went dead after ` +
         `${num(d['attempts']) ?? '?'} attempts (${str(d['reason']) ?? '?'}): ${short(d['last_error'])}`
       );
+    case 'topic.event_rejected':
+      return `outbox event ${str(d['event_id']) ?? '?'} of ${str(d['topic']) ?? '?'} was rejected, delivered to no one: ${short(
+        Array.isArray(d['problems']) ? (d['problems'] as unknown[]).join('; ') : '',
+      )}`;
     case 'job.dead_letter':
       return (
         `job ${str(d['job_id']) ?? '?'} (${str(d['type']) ?? '?'}) went dead after ${num(d['attempts']) ?? '?'} attempts ` +

@@ -55,7 +55,7 @@ export function createDeliverHandler(opts: DeliverOptions): OutcomeHandler {
       };
     }
     if (!isDeliverPayload(job.payload)) return { kind: 'permanent', error: 'payload has no body/topic: not a webhook.deliver job' };
-    const { body, topic } = job.payload;
+    const { body, topic, schema_version: schemaVersion } = job.payload;
     const now = Date.now();
     const timestamp = Math.floor(now / 1000);
     // The secrets current at this attempt: a retry of an old job during or after a rotation uses today's.
@@ -67,6 +67,7 @@ export function createDeliverHandler(opts: DeliverOptions): OutcomeHandler {
       secretNext: keys.next,
       jobId: job.id,
       topic,
+      schemaVersion,
       body,
       timestamp,
       extra: ep.headers,

@@ -14,6 +14,8 @@ export interface DeliverPayload {
   /** The producer's trace context (docs/operations.md#tracing): the attempt's span links to it. */
   traceparent?: string;
   tracestate?: string;
+  /** The topic's schema version the data was validated against: the X-ACW-Schema-Version header. */
+  schema_version?: number;
 }
 
 export function isDeliverPayload(p: unknown): p is DeliverPayload {

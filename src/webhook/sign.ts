@@ -68,6 +68,8 @@ export interface BuildHeadersOptions {
   /** The job's UUID: stable across retries, receivers deduplicate on it. */
   jobId: string;
   topic: string;
+  /** The topic's schema version the event was validated against (docs/receivers.md). */
+  schemaVersion?: number | undefined;
   /** The exact body bytes that will be sent. */
   body: string;
   /** Unix seconds when this attempt is signed. */
@@ -82,6 +84,7 @@ const RESERVED = new Set([
   'content-type',
   'user-agent',
   'x-acw-topic',
+  'x-acw-schema-version',
   'x-acw-event-id',
   'x-acw-timestamp',
   'x-acw-signature',
@@ -114,6 +117,7 @@ export function buildHeaders(opts: BuildHeadersOptions): Record<string, string> 
   headers['content-type'] = 'application/json';
   headers['user-agent'] = USER_AGENT;
   headers['X-ACW-Topic'] = opts.topic;
+  if (opts.schemaVersion !== undefined) headers['X-ACW-Schema-Version'] = String(opts.schemaVersion);
   if (opts.scheme === 'acw') {
     headers['X-ACW-Event-Id'] = opts.jobId;
     headers['X-ACW-Timestamp'] = String(opts.timestamp);

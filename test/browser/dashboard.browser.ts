@@ -203,6 +203,13 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
         // Stored endpoints: their secrets are encrypted with this key, and the SSRF guard lets the local receiver through.
         `secrets: { encryption_key: "${Buffer.alloc(32, 7).toString('base64')}" }`,
         'jobs: { max_attempts: 2, poll_interval: 200ms, shutdown_grace: 1s, retry: { base: 50ms, max: 100ms, jitter: 0 } }',
+        // The topic catalog (docs/operations.md#topic-catalog): the Topics page and its "send example".
+        'topics:',
+        '  catalog:',
+        '    invoice.paid:',
+        '      description: an invoice was paid in full',
+        '      schema: { type: object, properties: { invoice_id: { type: string }, amount_cents: { type: integer } }, required: [invoice_id] }',
+        '      examples: [{ invoice_id: inv-42, amount_cents: 1999 }]',
         'notify:',
         `  webhook: { url: "${rx.url}/hook", secret: s3cret, topics: ["*"], circuit: { failure_threshold: 1000 }, allow_networks: ["127.0.0.0/8"] }`,
         '',
@@ -358,6 +365,30 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     await page.emulateMedia({ colorScheme: 'dark' });
     await shoot('overview-dark');
     await page.emulateMedia({ colorScheme: 'light' });
+  });
+
+  it("the Topics page shows the catalog, and sends a topic's example to one endpoint as a test delivery", async () => {
+    const attemptsBefore = (await db.pool.query(`select count(*)::int as n from webhook_attempts`)).rows[0].n as number;
+    await page.goto(`${base}/#/topics`);
+    const card = page.getByRole('region', { name: 'invoice.paid' });
+    await card.waitFor();
+    expect(await card.textContent()).toContain('an invoice was paid in full');
+    expect((await card.textContent())!.replace(/\s+/g, ' ')).toContain('Subscribed by: default');
+    await card.getByText('Schema versions (1, latest 1)').click();
+    await shoot('topics');
+    const arrived = rx.requests.length;
+    await card.getByLabel('Send the example to').selectOption('default');
+    await card.getByRole('button', { name: 'Send example' }).click();
+    await card.getByRole('status').filter({ hasText: 'The example of invoice.paid is on its way to default' }).waitFor();
+    const got = await waitFor(() => rx.requests.slice(arrived).find((r) => r.headers['x-acw-topic'] === 'invoice.paid'));
+    expect(got.headers['x-acw-schema-version']).toBe('1');
+    expect(JSON.parse(got.body.toString()).data).toEqual({ invoice_id: 'inv-42', amount_cents: 1999 });
+    // One test job of its own: the only new attempt is its own.
+    const jobs = await db.pool.query(`select id, attempts from jobs where payload->>'topic' = 'invoice.paid'`);
+    expect(jobs.rows).toHaveLength(1);
+    await waitFor(
+      async () => (await db.pool.query(`select count(*)::int as n from webhook_attempts`)).rows[0].n === attemptsBefore + 1 || undefined,
+    );
   });
 
   it('creates an endpoint and shows its secret once, edits it, rotates its secret, and replays a window after a dry run', async () => {
@@ -788,7 +819,7 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
 
   it('every page has its landmarks, one h1, labelled controls, named buttons and links, unique ids, and no serious axe-core violation', async () => {
     const jobId = (await db.pool.query(`select id from jobs order by created_at desc limit 1`)).rows[0].id as string;
-    for (const hash of ['#/', '#/jobs', `#/jobs/${jobId}`, '#/dead', '#/endpoints', '#/alerts']) {
+    for (const hash of ['#/', '#/jobs', `#/jobs/${jobId}`, '#/dead', '#/endpoints', '#/topics', '#/alerts']) {
       await page.goto(`${base}/${hash}`);
       await page.getByRole('heading', { level: 1 }).waitFor();
       await page.waitForLoadState('networkidle').catch(() => undefined);

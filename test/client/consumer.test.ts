@@ -33,6 +33,8 @@ describe('the client types, as a consumer sees them', () => {
       job_ids: string[];
       skipped?: string | undefined;
       replayed: boolean;
+      schema_version?: number | undefined;
+      warnings?: string[] | undefined;
       warning?: string | undefined;
     }>();
     expectTypeOf<Awaited<ReturnType<AcwClient['notify']>>>().toEqualTypeOf<NotifyResult>();

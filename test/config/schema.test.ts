@@ -89,6 +89,7 @@ describe('defaults', () => {
           allow_networks: [],
         },
       },
+      topics: { validation: 'warn', require_declared: false, catalog: {} },
       alerts: { sinks: [] },
       tracing: {
         disabled: false,

@@ -11,6 +11,8 @@ import { createPool } from '../../src/db/pool.js';
 import { channels } from '../../src/db/sql.js';
 import { EndpointStates } from '../../src/endpoint-state/endpoint-states.js';
 import { pauseEndpoint } from '../../src/endpoint-state/operator.js';
+import { TopicCatalog } from '../../src/topics/catalog.js';
+import { createTopic } from '../../src/topics/store.js';
 import { EndpointRegistry } from '../../src/endpoints/registry.js';
 import { codecOf, createStoredEndpoint } from '../../src/endpoints/store.js';
 import { AlertHub } from '../../src/http/alert-hub.js';
@@ -105,11 +107,14 @@ describe('one LISTEN connection per process', () => {
     expect(api.events('db.listener_back')).toHaveLength(1);
   });
 
-  it('worker: one connection for jobs, events, endpoint state and endpoint definitions', async () => {
+  it('worker: one connection for jobs, events, endpoint state, endpoint definitions and the topic catalog', async () => {
     const api = await startApi(db, {}, 'worker');
     closing.push(() => api.close());
     const pid = await theOne();
-    expect(await api.svc.listenHub.listening()).toEqual({ pid, channels: [CH.endpointDefs, CH.endpoints, CH.events, CH.jobs].toSorted() });
+    expect(await api.svc.listenHub.listening()).toEqual({
+      pid,
+      channels: [CH.endpointDefs, CH.endpoints, CH.events, CH.jobs, CH.topics].toSorted(),
+    });
   });
 
   it('no wake-up lost while the connection is down: each consumer re-reads after the reconnect, not at its poll', async () => {
@@ -152,6 +157,9 @@ describe('one LISTEN connection per process', () => {
     });
     await states.start(null);
     closing.push(() => states.stop());
+    const topics = new TopicCatalog({ pool, listenHub: svc.listenHub, channel: CH.topics, config, log, pollMs: HOUR });
+    await topics.start();
+    closing.push(() => topics.stop());
     // An alert follower as the SSE stream has them, polling hourly.
     const alertHub = new AlertHub({ listenHub: svc.listenHub, channel: CH.alerts });
     await alertHub.start();
@@ -197,6 +205,7 @@ describe('one LISTEN connection per process', () => {
        values ('webhook.dead_letter', 'system', 'job', gen_random_uuid()::text, '{}') returning id`,
     );
     await pool.query(`select pg_notify($1, '')`, [CH.alerts]);
+    await createTopic({ pool, channel: CH.topics }, { name: 'late.topic', schema: {}, examples: [1] }, 'test');
 
     proxy.up();
     const seen = async () => ({
@@ -204,12 +213,13 @@ describe('one LISTEN connection per process', () => {
       event: (await pool.query(`select 1 from events where id = $1 and dispatched_at is not null`, [eventId])).rows.length === 1,
       paused: states.isHeld(HOOKS.name),
       stored: registry.byName.has('stored'),
+      topic: topics.get('late.topic') !== undefined,
       alert: alerts.some((a) => a.id === Number(alert.rows[0]!.id)),
       tokensCleared: cache.size === 0,
     });
     // Waited for together, so that a failure names what was missed.
     await waitFor(async () => Object.values(await seen()).every(Boolean), 20_000).catch(() => undefined);
-    expect(await seen()).toEqual({ job: true, event: true, paused: true, stored: true, alert: true, tokensCleared: true });
+    expect(await seen()).toEqual({ job: true, event: true, paused: true, stored: true, topic: true, alert: true, tokensCleared: true });
     const again = await theOne(pid);
     expect(await svc.listenHub.listening()).toEqual({ pid: again, channels: ALL });
     // Logged once: one warning for the loss, one line when it is back, the retries between at debug.

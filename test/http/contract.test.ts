@@ -67,6 +67,7 @@ describe('every operation', () => {
     await hit('readiness', 'GET', '/readyz');
     await hit('metrics', 'GET', '/metrics');
     await hit('openapi', 'GET', '/openapi.json');
+    await hit('asyncapi', 'GET', '/asyncapi.json');
     const page = await hit('dashboard', 'GET', '/');
     const asset = /assets\/[^"]+\.js/.exec(page.text)?.[0] ?? 'assets/missing.js';
     await hit('dashboardAsset', 'GET', `/${asset}`);
@@ -128,6 +129,20 @@ describe('every operation', () => {
     await hit('replayEndpoint', 'POST', '/v1/endpoints/billing-hooks/replay', as(admin));
     await hit('deleteEndpoint', 'DELETE', '/v1/endpoints/billing-hooks?force=true', as(service));
     await hit('deleteEndpoint', 'DELETE', '/v1/endpoints/billing-hooks', as(service));
+
+    const topic = { name: 'billing.paid', schema: { type: 'object', required: ['id'] }, examples: [{ id: 1 }] };
+    await hit('createTopic', 'POST', '/v1/topics', as(admin, { body: topic }));
+    await hit('createTopic', 'POST', '/v1/topics', as(admin, { body: { ...topic, examples: [{}] } }));
+    await hit('listTopics', 'GET', '/v1/topics', as(admin));
+    await hit('listTopics', 'GET', '/v1/topics', as(service));
+    await hit('getTopic', 'GET', '/v1/topics/billing.paid', as(admin));
+    await hit('getTopic', 'GET', '/v1/topics/nope', as(admin));
+    await hit('updateTopic', 'PATCH', '/v1/topics/billing.paid', as(admin, { body: { deprecated: true } }));
+    await hit('updateTopic', 'PATCH', '/v1/topics/nope', as(admin, { body: { deprecated: true } }));
+    await hit('addTopicVersion', 'POST', '/v1/topics/billing.paid/versions', as(admin, { body: { schema: {}, examples: [1] } }));
+    await hit('addTopicVersion', 'POST', '/v1/topics/nope/versions', as(admin, { body: { schema: {}, examples: [1] } }));
+    await hit('sendTopicExample', 'POST', '/v1/topics/billing.paid/send-example', as(admin, { body: { endpoint: 'default' } }));
+    await hit('sendTopicExample', 'POST', '/v1/topics/billing.paid/send-example', as(admin, { body: { endpoint: 'nope' } }));
 
     const notes = await hit('listNotifications', 'GET', '/v1/notifications', as(admin));
     await hit('listNotifications', 'GET', '/v1/notifications?unread_only=maybe', as(admin));

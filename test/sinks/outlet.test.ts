@@ -32,6 +32,7 @@ const DETAILS: Record<AlertAction, Record<string, unknown>> = {
   'endpoint.expired': { endpoint: 'shop', count: 30, max_age_ms: 72 * 3600_000 },
   'webhook.dead_letter': { endpoint: 'shop', job_id: 'j-1', topic: 'order.paid', attempts: 6, reason: 'attempts', last_error: 'HTTP 503' },
   'job.dead_letter': { endpoint: null, job_id: 'j-2', type: 'report.build', attempts: 3, reason: 'permanent', last_error: 'boom' },
+  'topic.event_rejected': { event_id: 'e-1', topic: 'order.paid', pointer: '/data/order_id', problems: ['/data/order_id: required'] },
 };
 
 describe('sink bodies', () => {
@@ -45,8 +46,18 @@ describe('sink bodies', () => {
       '30 held deliveries to endpoint shop went dead: older than notify.webhook.max_age (72h)',
       'endpoint shop is failing: at least half of its last 20 deliveries were refused (422, 400)',
       'endpoint shop is no longer failing; 12 of its jobs went dead meanwhile',
+      'outbox event e-1 of order.paid was rejected, delivered to no one: /data/order_id: required',
     ]);
-    expect(ALERT_ACTIONS.map((a) => SEVERITY[a])).toEqual(['warning', 'warning', 'critical', 'info', 'critical', 'critical', 'info']);
+    expect(ALERT_ACTIONS.map((a) => SEVERITY[a])).toEqual([
+      'warning',
+      'warning',
+      'critical',
+      'info',
+      'critical',
+      'critical',
+      'info',
+      'warning',
+    ]);
   });
 
   it('the webhook format: the alert with its state, and a resolution naming the alert it resolves', () => {

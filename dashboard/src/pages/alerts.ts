@@ -13,6 +13,7 @@ const LABEL: Record<string, string> = {
   'endpoint.expired': 'Held jobs expired',
   'endpoint.failing': 'Endpoint failing',
   'endpoint.failing_resolved': 'Endpoint no longer failing',
+  'topic.event_rejected': 'Outbox event rejected',
 };
 
 const num = (a: Alert, k: string): number | null => (typeof a[k] === 'number' ? (a[k] as number) : null);

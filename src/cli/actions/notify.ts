@@ -3,6 +3,8 @@ import { resolveEndpoints } from '../../config/index.js';
 import { channels } from '../../db/sql.js';
 import { notifyInput } from '../../notify/input.js';
 import { notifyNow } from '../../notify/notify.js';
+import { readCatalogOnce } from '../../topics/catalog.js';
+import { reportMismatch } from '../../topics/check.js';
 import { readConfig } from '../config.js';
 import { withDatabase } from '../database.js';
 import { EXIT, ExitError, type GlobalOptions } from '../exit.js';
@@ -42,6 +44,8 @@ export async function notify(io: CliIo, topic: string, o: NotifyOptions): Promis
   }
   await withDatabase(io, config, async (db, log) => {
     const endpoints = resolveEndpoints(config);
+    // Checked against the catalog as the server checks it (docs/operations.md#topic-catalog).
+    const catalog = await readCatalogOnce(db.pool, config);
     // A refusal (unknown recipient, idempotency conflict) becomes its exit code in main.
     const ans = await notifyNow(db.pool, parsed.data, 'cli', {
       endpoints: () => endpoints,
@@ -49,6 +53,8 @@ export async function notify(io: CliIo, topic: string, o: NotifyOptions): Promis
       maxAttempts: config.jobs.max_attempts,
       jobsChannel: channels(config.database.schema).jobs,
       log,
+      topics: () => catalog,
+      onSchemaMismatch: (name, mode, problems) => reportMismatch(log, name, mode, problems),
     });
     // Nothing running to deliver it is the usual first-run surprise: said on stderr and in the answer, as POST /v1/notify does.
     const seen = await workerSeen(db.pool).catch(() => true);

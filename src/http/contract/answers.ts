@@ -61,6 +61,11 @@ export const eventAnswer = z.object({
   job_ids: z.array(id).describe('one webhook job per matching endpoint'),
   skipped: z.string().optional().describe('why no job was written, when none was: `webhooks_disabled` or `no_matching_endpoint`'),
   replayed: z.boolean().describe('true: the idempotency key was used before; this is the first answer again and nothing was written'),
+  schema_version: z.int().optional().describe("the version of its topic's schema the data was validated against"),
+  warnings: z
+    .array(z.string())
+    .optional()
+    .describe('under validation warn: each field that does not match its schema (`/data/order_id: required`); a deprecated topic says so'),
 });
 
 const noWorker = z.string().optional().describe('no process running jobs has been seen in the last minute: the jobs wait until one runs');
@@ -179,6 +184,7 @@ export const endpointAnswer = z.object({
     .object({ since: instant.nullable(), status_codes: z.array(z.int()).describe('the 4xx statuses of the run judged failing') })
     .nullable()
     .describe('at least half of its last `circuit.min_attempts` deliveries failed permanently; null: not failing'),
+  warnings: z.array(z.string()).optional().describe('after a create or change: a topic pattern that matches no topic of the catalog'),
 });
 
 export const endpointList = z.object({ items: z.array(endpointAnswer) });

@@ -13,12 +13,14 @@ import { COMMON_ERRORS, commonErrors, errorStatuses } from './errors.js';
 import { jsonSchema, withRefs, type Json } from './json-schema.js';
 import { ROUTES, type RouteDoc } from './routes.js';
 import { webhooksSection } from './webhooks.js';
+import { topicWebhooks } from '../../topics/docs.js';
+import type { Topic } from '../../topics/rows.js';
 
 /** The Redocly `recommended` warnings the document keeps on purpose. */
 export const LINT_WARNINGS = [
   {
     rule: 'operation-4xx-response',
-    at: ['/healthz', '/readyz', '/metrics', '/openapi.json', '/'],
+    at: ['/healthz', '/readyz', '/metrics', '/openapi.json', '/asyncapi.json', '/'],
     why: 'public reads that take no input: no request makes a client error of them, and a 4xx invented for them would be a lie',
   },
 ] as const;
@@ -86,6 +88,8 @@ function operation(r: RouteDoc & { operationId: string }, named: Record<string, 
 export interface DocumentOptions {
   /** Where the API is: server.public_url, or the address it listens on. */
   serverUrl?: string;
+  /** The topic catalog: each live topic's delivery in `webhooks` (`topic.NAME`), its schemas in components. */
+  topics?: readonly Topic[];
 }
 
 /** The document as a default server would serve it (docs, snapshot): at its default listen address. */
@@ -97,7 +101,15 @@ let base: Json | undefined;
 export function openApiDocument(opts: DocumentOptions = {}): Json {
   base ??= build();
   const { openapi, info, ...rest } = base;
-  return { openapi, info, servers: [{ url: opts.serverUrl ?? DEFAULT_SERVER_URL }], ...rest };
+  const doc: Json = { openapi, info, servers: [{ url: opts.serverUrl ?? DEFAULT_SERVER_URL }], ...rest };
+  if (!opts.topics?.length) return doc;
+  const t = topicWebhooks(opts.topics);
+  const components = doc['components'] as Json;
+  return {
+    ...doc,
+    webhooks: { ...(doc['webhooks'] as Json), ...t.webhooks },
+    components: { ...components, schemas: { ...(components['schemas'] as Json), ...t.schemas } },
+  };
 }
 
 function build(): Json {

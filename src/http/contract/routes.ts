@@ -26,6 +26,7 @@ import {
 } from '../schemas.js';
 import * as A from './answers.js';
 import { ENDPOINT_OPERATIONS } from './endpoint-routes.js';
+import { TOPIC_OPERATIONS } from './topic-routes.js';
 import { json, type RouteDoc } from './route-doc.js';
 
 export type { Answer, RouteDoc } from './route-doc.js';
@@ -61,6 +62,12 @@ export const OPERATIONS = {
     url: '/openapi.json',
     summary: 'This OpenAPI document',
     answers: { 200: { description: 'OpenAPI 3.1 JSON', contentType: 'application/json' } },
+  },
+  asyncapi: {
+    method: 'GET',
+    url: '/asyncapi.json',
+    summary: 'An AsyncAPI 3.0 document of the topic catalog: one channel per topic, its payload schema, examples and headers',
+    answers: { 200: { description: 'AsyncAPI 3.0 JSON (docs/receivers.md#topics)', contentType: 'application/json' } },
   },
   dashboard: {
     method: 'GET',
@@ -212,6 +219,7 @@ export const OPERATIONS = {
     answers: { 200: json('how many were re-queued (with `dry_run: true`: how many match)', A.redriveAnswer) },
   },
   ...ENDPOINT_OPERATIONS,
+  ...TOPIC_OPERATIONS,
   listNotifications: {
     method: 'GET',
     url: '/v1/notifications',

@@ -20,6 +20,11 @@ const digits = { type: 'string', pattern: '^[0-9]+$' };
 const COMMON_HEADERS: Record<string, Json> = {
   'User-Agent': header('`acw-webhooks/<version>`', { type: 'string' }),
   'X-ACW-Topic': header('the topic', { type: 'string' }),
+  'X-ACW-Schema-Version': header(
+    "only for a topic of the catalog: the version of its schema the data was validated against (each topic's own entry below, and GET /asyncapi.json, have its schema)",
+    digits,
+    false,
+  ),
 };
 
 /** Scheme `acw` (the default): our HMAC headers. */

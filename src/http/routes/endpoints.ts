@@ -14,6 +14,7 @@ import {
 import { badField } from '../../errors.js';
 import { encryptionKeyMissing } from '../../crypto/keys.js';
 import type { Endpoint } from '../../config/index.js';
+import { unmatchedPatterns } from '../../topics/view.js';
 import { principalOf } from '../auth.js';
 import { route, type AnswerAt } from '../route.js';
 
@@ -60,6 +61,11 @@ export function endpointRoutes(app: FastifyInstance, svc: Service): void {
       },
     };
   };
+  // A pattern that matches nothing in the topic catalog is most likely a typo (docs/operations.md#topic-catalog).
+  const warn = (topics: readonly string[] | undefined): { warnings?: string[] } => {
+    const warnings = unmatchedPatterns(topics ?? [], svc.topics.topics);
+    return warnings.length > 0 ? { warnings } : {};
+  };
   const checkBudget = (maxInFlight: number | undefined): void => {
     const total = svc.config.notify.webhook.max_in_flight_total;
     if (maxInFlight !== undefined && maxInFlight > total) {
@@ -80,7 +86,7 @@ export function endpointRoutes(app: FastifyInstance, svc: Service): void {
     const { secret } = await createStoredEndpoint(store(), input, actorOf(req));
     // This process delivers to it at once; the others within a second (NOTIFY, or their poll).
     await svc.registry.refresh(true);
-    const created = { ...(await endpointView(svc.db.pool, svc.endpoints, input.name, local())), secret };
+    const created = { ...(await endpointView(svc.db.pool, svc.endpoints, input.name, local())), secret, ...warn(input.topics) };
     return reply.code(201).send(created satisfies AnswerAt<'createEndpoint', 201>);
   });
 
@@ -88,7 +94,7 @@ export function endpointRoutes(app: FastifyInstance, svc: Service): void {
     checkBudget(patch.max_in_flight);
     await updateStoredEndpoint(store(), name, patch, actorOf(req));
     await svc.registry.refresh(true);
-    return endpointView(svc.db.pool, svc.endpoints, name, local());
+    return { ...(await endpointView(svc.db.pool, svc.endpoints, name, local())), ...warn(patch.topics) };
   });
 
   // The new secret is in this answer only; the old one keeps signing (X-ACW-Signature) until rotate_until.

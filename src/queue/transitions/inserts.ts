@@ -126,6 +126,8 @@ export interface WithJobs {
    * expression `bodyNowSql` (of the statement's now()), then `bodyAfter`.
    */
   topic: string;
+  /** Carried in the payload as `schema_version` when not null (the X-ACW-Schema-Version header). */
+  schemaVersion?: number | null;
   bodyBefore: string;
   bodyNowSql: string;
   bodyAfter: string;
@@ -146,12 +148,13 @@ export async function insertWithJobs(db: Queryable, w: WithJobs, channel: string
   const n = w.first.values.length;
   const p = (k: number): string => `$${n + k}`;
   // A statement of its own with a trace context: the payload without one is built as before.
-  const traced = w.trace ? `, 'traceparent', ${p(10)}::text` + (w.trace.tracestate ? `, 'tracestate', ${p(11)}::text` : '') : '';
+  const traced = w.trace ? `, 'traceparent', ${p(11)}::text` + (w.trace.tracestate ? `, 'tracestate', ${p(12)}::text` : '') : '';
   const res = await db.query<{ written: boolean }>({
     name: w.trace ? `${w.name}_traced${w.trace.tracestate ? '_state' : ''}` : w.name,
     text: `with first as (${w.first.text}), ins as (
       insert into job_queue (id, type, payload, max_attempts, run_at, event_id, endpoint)
-      select j.id, ${p(1)}, jsonb_build_object('topic', ${p(2)}::text, 'body', ${p(3)}::text || ${w.bodyNowSql} || ${p(4)}::text${traced}),
+      select j.id, ${p(1)}, jsonb_build_object('topic', ${p(2)}::text, 'body', ${p(3)}::text || ${w.bodyNowSql} || ${p(4)}::text${traced})
+          || case when ${p(10)}::int is null then '{}'::jsonb else jsonb_build_object('schema_version', ${p(10)}::int) end,
         ${p(5)}, now(), ${p(6)}, j.endpoint
       from unnest(${p(7)}::uuid[], ${p(8)}::text[]) as j(id, endpoint)
       where exists (select 1 from first))
@@ -168,6 +171,7 @@ export async function insertWithJobs(db: Queryable, w: WithJobs, channel: string
       w.ids,
       w.endpoints,
       channel,
+      w.schemaVersion ?? null,
       ...(w.trace ? [w.trace.traceparent, ...(w.trace.tracestate ? [w.trace.tracestate] : [])] : []),
     ],
   });
