@@ -22,6 +22,8 @@ export interface OutboxOptions {
   recipients?: string[];
   /** The same key again returns the first event's id and writes nothing. */
   idempotencyKey?: string;
+  /** Events with the same key reach each endpoint one at a time, in dispatch order (docs/operations.md#ordered-delivery). 1 to 256 bytes. */
+  orderingKey?: string;
   /** The schema acw-webhooks is installed in (`database.schema`). Default `public`. */
   schema?: string;
 }
@@ -31,6 +33,7 @@ export interface OutboxEvent {
   data: unknown;
   recipients?: string[];
   idempotencyKey?: string;
+  orderingKey?: string;
 }
 
 export class OutboxError extends Error {
@@ -43,6 +46,7 @@ function validate(e: OutboxEvent, path: string): NotifyInput {
     data: e.data,
     ...(e.recipients ? { recipients: e.recipients } : {}),
     ...(e.idempotencyKey !== undefined ? { idempotency_key: e.idempotencyKey } : {}),
+    ...(e.orderingKey !== undefined ? { ordering_key: e.orderingKey } : {}),
   });
   if (!parsed.success) {
     const msgs = parsed.error.issues.map((i) => `${path}${i.path.join('.') || 'event'}: ${i.message}`);
@@ -60,12 +64,24 @@ function schemaOf(schema: string | undefined): string {
 /** Record one event in the caller's transaction; resolves with its id. */
 export async function notify(db: OutboxDb, topic: string, data: unknown, opts: OutboxOptions = {}): Promise<string> {
   const ev = validate({ topic, data, ...opts }, '');
-  const res = await db.query(`select ${schemaOf(opts.schema)}.acw_notify($1, $2::jsonb, $3::text[], $4) as id`, [
-    ev.topic,
-    JSON.stringify(ev.data),
-    ev.recipients ?? [],
-    ev.idempotency_key ?? null,
-  ]);
+  // Options go in the sixth argument, an object (migration "ordering"); without any, the call stays
+  // the four-argument one every version of the function takes.
+  const options = ev.ordering_key !== undefined ? { ordering_key: ev.ordering_key } : null;
+  const res = options
+    ? await db.query(`select ${schemaOf(opts.schema)}.acw_notify($1, $2::jsonb, $3::text[], $4, $5, $6::jsonb) as id`, [
+        ev.topic,
+        JSON.stringify(ev.data),
+        ev.recipients ?? [],
+        ev.idempotency_key ?? null,
+        'outbox',
+        JSON.stringify(options),
+      ])
+    : await db.query(`select ${schemaOf(opts.schema)}.acw_notify($1, $2::jsonb, $3::text[], $4) as id`, [
+        ev.topic,
+        JSON.stringify(ev.data),
+        ev.recipients ?? [],
+        ev.idempotency_key ?? null,
+      ]);
   return String(res.rows[0]?.id);
 }
 

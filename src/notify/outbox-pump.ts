@@ -93,7 +93,7 @@ export class OutboxPump {
           name: `acw_claim_${table}`,
           text: `update ${table} set dispatched_at = now()
           where id = any(array(select id from ${table} where dispatched_at is null order by created_at, id limit $1 for update skip locked))
-          returning id, topic, data, recipients, created_at`,
+          returning id, topic, data, recipients, created_at${table === 'event_log' ? ', ordering_key' : ''}`,
           values: [BATCH],
         });
         const results = res.rows.length > 0 ? await fanOut(client, res.rows, ctx, { handover, marked: true, skipExisting }) : [];

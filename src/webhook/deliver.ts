@@ -68,6 +68,8 @@ export function createDeliverHandler(opts: DeliverOptions): OutcomeHandler {
       body,
       timestamp,
       extra: ep.headers,
+      orderingKey: job.orderingKey,
+      orderingSeq: job.orderingSeq,
     });
     const sent = await sendWebhook({ agent: opts.agentFor(ep), url: ep.url, headers, body, timeoutMs: ep.timeout, signal });
     const echoed = [...secretHeaderValues(headers, ep), keys.secret, keys.next ?? '', urlPassword(ep.url)];
