@@ -195,3 +195,9 @@ begin
   return v_ids;
 end
 $$;
+
+-- A key blocked behind its dead head (strict endpoints) is an alert (src/admin/alert-actions.ts).
+drop index :"schema".audit_log_alerts_idx;
+create index audit_log_alerts_idx on :"schema".audit_log (id)
+  where action in ('webhook.dead_letter', 'job.dead_letter', 'endpoint.circuit_opened', 'endpoint.circuit_closed', 'endpoint.expired',
+                   'endpoint.failing', 'endpoint.failing_resolved', 'webhook.key_blocked');

@@ -80,6 +80,7 @@ export const ALERT_ACTIONS = [
   'endpoint.expired',
   'endpoint.failing',
   'endpoint.failing_resolved',
+  'webhook.key_blocked',
 ] as const satisfies readonly Alert['action'][];
 // Every action the server has is offered: a new one fails to compile here until it is added above.
 type OnlyNever<T extends never> = T;

@@ -14,6 +14,7 @@ export const ALERT_ACTIONS = [
   'endpoint.expired',
   'endpoint.failing',
   'endpoint.failing_resolved',
+  'webhook.key_blocked',
 ] as const;
 export type AlertAction = (typeof ALERT_ACTIONS)[number];
 

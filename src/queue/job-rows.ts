@@ -149,6 +149,7 @@ export function toDead(r: TransitionRow, reason: DeadReason): DeadJob {
     lastError: r.last_error,
     eventId: r.event_id,
     endpoint: r.endpoint,
+    orderingKey: r.ordering_key ?? null,
     reason,
   };
 }

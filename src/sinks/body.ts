@@ -26,6 +26,7 @@ export const SEVERITY: Readonly<Record<AlertAction, Severity>> = {
   'job.dead_letter': 'warning',
   'endpoint.circuit_closed': 'info',
   'endpoint.failing_resolved': 'info',
+  'webhook.key_blocked': 'critical',
 };
 
 const RESOLVES: Partial<Record<AlertAction, string>> = {
@@ -73,6 +74,11 @@ export function summary(a: SinkAlert): string {
       return (
         `delivery ${str(d['job_id']) ?? '?'} of ${str(d['topic']) ?? '?'} to endpoint ${ep} went dead after ` +
         `${num(d['attempts']) ?? '?'} attempts (${str(d['reason']) ?? '?'}): ${short(d['last_error'])}`
+      );
+    case 'webhook.key_blocked':
+      return (
+        `ordering key ${short(d['ordering_key'], 80)} of endpoint ${ep} is blocked: its head ${str(d['job_id']) ?? '?'} went dead ` +
+        `(strict ordering); retry or skip the head to let the rest go: ${short(d['last_error'])}`
       );
     case 'job.dead_letter':
       return (

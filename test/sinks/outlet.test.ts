@@ -32,6 +32,7 @@ const DETAILS: Record<AlertAction, Record<string, unknown>> = {
   'endpoint.expired': { endpoint: 'shop', count: 30, max_age_ms: 72 * 3600_000 },
   'webhook.dead_letter': { endpoint: 'shop', job_id: 'j-1', topic: 'order.paid', attempts: 6, reason: 'attempts', last_error: 'HTTP 503' },
   'job.dead_letter': { endpoint: null, job_id: 'j-2', type: 'report.build', attempts: 3, reason: 'permanent', last_error: 'boom' },
+  'webhook.key_blocked': { endpoint: 'shop', ordering_key: 'order-7', job_id: 'j-3', last_error: 'HTTP 503' },
 };
 
 describe('sink bodies', () => {
@@ -45,8 +46,18 @@ describe('sink bodies', () => {
       '30 held deliveries to endpoint shop went dead: older than notify.webhook.max_age (72h)',
       'endpoint shop is failing: at least half of its last 20 deliveries were refused (422, 400)',
       'endpoint shop is no longer failing; 12 of its jobs went dead meanwhile',
+      'ordering key order-7 of endpoint shop is blocked: its head j-3 went dead (strict ordering); retry or skip the head to let the rest go: HTTP 503',
     ]);
-    expect(ALERT_ACTIONS.map((a) => SEVERITY[a])).toEqual(['warning', 'warning', 'critical', 'info', 'critical', 'critical', 'info']);
+    expect(ALERT_ACTIONS.map((a) => SEVERITY[a])).toEqual([
+      'warning',
+      'warning',
+      'critical',
+      'info',
+      'critical',
+      'critical',
+      'info',
+      'critical',
+    ]);
   });
 
   it('the webhook format: the alert with its state, and a resolution naming the alert it resolves', () => {

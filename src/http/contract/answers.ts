@@ -132,6 +132,25 @@ export const redriveAnswer = z.object({
   dry_run: z.literal(true).optional(),
 });
 
+// ---- ordering keys --------------------------------------------------------------------------
+
+export const blockedKey = z.object({
+  endpoint: z.string(),
+  ordering_key: z.string(),
+  head_job_id: id.describe('the dead head; `GET /v1/jobs/:id` shows its attempts'),
+  blocked_at: instant,
+  last_error: z.string().nullable().describe("the head's last error"),
+  waiting: count.describe('events of the key waiting behind it (counted up to 10,000)'),
+  waiting_capped: z.boolean().describe('true: there are at least `waiting`'),
+});
+export const blockedKeyList = z.object({ items: z.array(blockedKey) });
+export const headActionAnswer = z.object({
+  endpoint: z.string(),
+  ordering_key: z.string(),
+  head_job_id: id,
+  action: z.enum(['retried', 'skipped']),
+});
+
 // ---- endpoints ----------------------------------------------------------------------------
 
 export const endpointAnswer = z.object({
@@ -234,7 +253,7 @@ export const alertAnswer = z
     flaps: count.describe('how many more times its condition began while it stood (a circuit that opened again)'),
   })
   .describe(
-    'a dead letter: job_id, type, endpoint, topic, event_id, attempts, reason, last_error; an endpoint alert: endpoint and its state',
+    'a dead letter: job_id, type, endpoint, topic, event_id, attempts, reason, last_error; an endpoint alert: endpoint and its state; a blocked ordering key: endpoint, ordering_key, job_id (its dead head), last_error',
   );
 export const alertPage = z.object({ items: z.array(alertAnswer), next_cursor: cursor });
 export const ackAlertsAnswer = z.object({

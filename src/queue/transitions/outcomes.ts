@@ -95,9 +95,7 @@ export async function failJobsIn(client: Queryable, items: readonly FailItem[]):
   const res = await client.query<TransitionRow & { run_at: Date }>({ name: att ? 'acw_fail_att' : 'acw_fail', text, values });
   return {
     result: { changed: new Map(res.rows.map((r) => [r.id, { status: r.status as 'pending' | 'dead', runAt: r.run_at }])) },
-    dead: res.rows
-      .filter((r) => r.status === 'dead')
-      .map((r) => ({ ...toDead(r, reasons.get(r.id) ?? 'max_attempts'), orderingKey: r.ordering_key ?? null })),
+    dead: res.rows.filter((r) => r.status === 'dead').map((r) => toDead(r, reasons.get(r.id) ?? 'max_attempts')),
   };
 }
 
