@@ -178,8 +178,11 @@ export const JOB_COLUMNS = `id, type, status, attempts, max_attempts, run_at, la
 export const HISTORY_JOB_COLUMNS = `id, type, status, attempts, max_attempts, run_at, last_error, created_at,
   case when status = 'completed' then finished_at end as completed_at, topic, endpoint, event_id`;
 
-/** The same, returned by a statement on job_queue (live jobs have no completed_at, and no topic column). */
-export const LIVE_JOB_COLUMNS = `id, type, status, attempts, max_attempts, run_at, last_error, created_at, null::timestamptz as completed_at,
+/**
+ * The same, returned by a statement on job_queue (live jobs have no completed_at, and no topic
+ * column); a job behind its ordering key's head is pending to operators.
+ */
+export const LIVE_JOB_COLUMNS = `id, type, case when status = 'behind' then 'pending' else status end as status, attempts, max_attempts, run_at, last_error, created_at, null::timestamptz as completed_at,
   payload->>'topic' as topic, endpoint, event_id`;
 
 /** Which dead jobs a redrive takes (values already checked by the caller). */

@@ -137,6 +137,27 @@ describe('a dead head', () => {
 const perKey = (list: ReceivedRequest[], k: string) =>
   list.filter((r) => r.headers['x-acw-ordering-key'] === `rp-${k}`).map((r) => [r.headers['x-acw-sequence'], r.headers['x-acw-event-id']]);
 
+describe('operators and holds', () => {
+  it('a paused endpoint holds the key in order; cancelling a waiting job or the head lets the rest go in order', async () => {
+    expect((await call(api.url, 'POST', '/v1/endpoints/strict/pause', { token: admin, body: {} })).status).toBe(200);
+    await notifyKeyed('k-held', ['h0', 'h1', 'h2', 'h3'], 'strict.updated');
+    const jobs = (await db.pool.query(`select id, status from job_queue where ordering_key = 'k-held' order by ordering_seq`)).rows.map(
+      (r) => r.id as string,
+    );
+    expect(jobs).toHaveLength(4);
+    // The one behind the head and the head itself: both pending to an operator, both cancelled.
+    for (const id of [jobs[1], jobs[0]]) {
+      const res = await call(api.url, 'POST', `/v1/jobs/${id}/cancel`, { token: admin, body: {} });
+      expect(res.status).toBe(200);
+      expect(res.body.status).toBe('cancelled');
+    }
+    expect((await call(api.url, 'POST', '/v1/endpoints/strict/resume', { token: admin, body: {} })).status).toBe(200);
+    await waitFor(() => tagsAt('/strict', 'k-held').length === 2, 15_000);
+    expect(tagsAt('/strict', 'k-held')).toEqual(['h2', 'h3']);
+    await waitFor(async () => (await live('k-held')) === 0);
+  }, 30_000);
+});
+
 describe('replay', () => {
   it('sends a window again in order per key, sequence numbers kept', async () => {
     const keys = ['a', 'b', 'c'];
