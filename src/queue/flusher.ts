@@ -128,7 +128,7 @@ export class Flusher {
             })),
             keyedFails.map(([f, i]) => ({ ...i, key: keyOf(f) })),
             {
-              channel: ord?.channel ?? '',
+              channel: ord?.channel ?? null,
               ...(ord ? { lease: { workerId: ord.workerId, leaseMs: ord.leaseMs } } : {}),
               onDead,
             },

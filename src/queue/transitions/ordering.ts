@@ -249,7 +249,7 @@ export async function finishKeyedJobs(
   pool: pg.Pool,
   completes: ReadonlyArray<{ leased: LeaseRef; attempt?: AttemptRecord | undefined; key: KeyRef }>,
   fails: ReadonlyArray<FailItem & { key: KeyRef }>,
-  opts: { channel: string; lease?: { workerId: string; leaseMs: number }; onDead?: DeadHook | undefined },
+  opts: { channel: string | null; lease?: { workerId: string; leaseMs: number }; onDead?: DeadHook | undefined },
 ): Promise<KeyedOutcomes> {
   return withTransaction(pool, async (client) => {
     await lockKeys(client, [...completes.map((c) => c.key), ...fails.map((f) => f.key)]);
