@@ -14,12 +14,15 @@ let api: Api;
 let admin: string;
 let viewer: string;
 let service: string;
-/** Events whose data.n is listed here are refused with a 400 (a permanent failure: dead at once). */
+/** Events whose data.tag is listed here are refused with a 400 (a permanent failure: dead at once). */
 let refuse = new Set<string>();
+/** The endpoint `flaky` answers 503 while this is set. */
+let down = true;
 
 beforeAll(async () => {
   db = await createTestDatabase();
   rx = await startReceiver((r) => {
+    if (r.url === '/flaky' && down) return { status: 503 };
     const body = JSON.parse(r.body.toString()) as { data: { tag?: string } };
     return refuse.has(body.data.tag ?? '') ? { status: 400, body: 'no' } : { status: 200 };
   });
@@ -32,8 +35,14 @@ beforeAll(async () => {
     ordering,
   });
   api = await startApi(db, {
-    jobs: { max_attempts: 3, retry: { base: '5ms', max: '20ms', jitter: 0 } },
-    notify: { webhook: { endpoints: [ep('relaxed', 'relaxed'), ep('strict', 'strict')], circuit: { enabled: false } } },
+    jobs: { max_attempts: 5, retry: { base: '10ms', max: '50ms', jitter: 0 } },
+    notify: {
+      webhook: {
+        endpoints: [ep('relaxed', 'relaxed'), ep('strict', 'strict'), { ...ep('flaky', 'relaxed'), topics: ['flaky.*'] }],
+        // Only `flaky` fails three times in a row.
+        circuit: { failure_threshold: 3, min_attempts: 1000, cooldown: '50ms', cooldown_max: '100ms' },
+      },
+    },
   });
   admin = await makeUser(db.pool, 'ops', 'admin');
   viewer = await makeUser(db.pool, 'watcher', 'viewer');
@@ -48,6 +57,9 @@ beforeEach(() => {
   rx.requests.length = 0;
   refuse = new Set();
 });
+
+const circuitOf = async (endpoint: string): Promise<string | undefined> =>
+  (await db.pool.query(`select circuit from endpoint_state where endpoint = $1`, [endpoint])).rows[0]?.circuit;
 
 const tagsAt = (path: string, key: string): string[] =>
   rx.requests
@@ -156,6 +168,34 @@ describe('operators and holds', () => {
     expect(tagsAt('/strict', 'k-held')).toEqual(['h2', 'h3']);
     await waitFor(async () => (await live('k-held')) === 0);
   }, 30_000);
+
+  it('an open circuit holds every key; once closed, each resumes in order', async () => {
+    const events = [];
+    for (let n = 0; n < 5; n++) for (const k of ['a', 'b', 'c']) events.push({ topic: 'flaky.x', data: { n }, ordering_key: k });
+    expect((await call(api.url, 'POST', '/v1/notify/batch', { token: service, body: { events } })).status).toBe(202);
+    await waitFor(async () => (await circuitOf('flaky')) === 'open');
+    // Held: one head per key in job_queue, the rest behind it.
+    const held = await db.pool.query(
+      `select ordering_key, count(*) filter (where status <> 'behind')::int as heads, count(*)::int as n from job_queue where endpoint = 'flaky' group by 1 order by 1`,
+    );
+    expect(held.rows).toEqual(['a', 'b', 'c'].map((k) => ({ ordering_key: k, heads: 1, n: 5 })));
+    down = false;
+    await waitFor(
+      async () => (await db.pool.query(`select count(*)::int as n from job_queue where endpoint = 'flaky'`)).rows[0].n === 0,
+      20_000,
+    );
+    expect(await circuitOf('flaky')).toBe('closed');
+    for (const k of ['a', 'b', 'c']) {
+      const firsts: number[] = [];
+      const seen = new Set<string>();
+      for (const r of rx.requests.filter((q) => q.url === '/flaky' && q.headers['x-acw-ordering-key'] === k)) {
+        const id = String(r.headers['x-acw-event-id']);
+        if (!seen.has(id)) firsts.push(Number(r.headers['x-acw-sequence']));
+        seen.add(id);
+      }
+      expect({ k, firsts }).toEqual({ k, firsts: [1, 2, 3, 4, 5] });
+    }
+  }, 40_000);
 });
 
 describe('replay', () => {

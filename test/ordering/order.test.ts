@@ -15,8 +15,8 @@ let api: Api;
 let other: Awaited<ReturnType<typeof startTestService>>;
 let token: string;
 
-const KEYS = 12;
-const PER_KEY = 15;
+const KEYS = 10;
+const PER_KEY = 10;
 
 beforeAll(async () => {
   db = await createTestDatabase();
