@@ -201,3 +201,7 @@ drop index :"schema".audit_log_alerts_idx;
 create index audit_log_alerts_idx on :"schema".audit_log (id)
   where action in ('webhook.dead_letter', 'job.dead_letter', 'endpoint.circuit_opened', 'endpoint.circuit_closed', 'endpoint.expired',
                    'endpoint.failing', 'endpoint.failing_resolved', 'webhook.key_blocked');
+
+-- Endpoints stored through the API have the setting too (config endpoints: notify.webhook.endpoints[].ordering).
+alter table :"schema".endpoints add column ordering text not null default 'relaxed'
+  constraint endpoints_ordering_check check (ordering in ('relaxed', 'strict'));

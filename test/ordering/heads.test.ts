@@ -1,4 +1,7 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { SecretBox } from '../../src/crypto/secret-box.js';
+import { codecOf } from '../../src/endpoints/store.js';
 import { call, makeUser, startApi, type Api } from '../helpers/api.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
@@ -34,16 +37,23 @@ beforeAll(async () => {
     topics: ['order.*', `${name}.*`],
     ordering,
   });
-  api = await startApi(db, {
-    jobs: { max_attempts: 5, retry: { base: '10ms', max: '50ms', jitter: 0 } },
-    notify: {
-      webhook: {
-        endpoints: [ep('relaxed', 'relaxed'), ep('strict', 'strict'), { ...ep('flaky', 'relaxed'), topics: ['flaky.*'] }],
-        // Only `flaky` fails three times in a row.
-        circuit: { failure_threshold: 3, min_attempts: 1000, cooldown: '50ms', cooldown_max: '100ms' },
+  api = await startApi(
+    db,
+    {
+      jobs: { max_attempts: 5, retry: { base: '10ms', max: '50ms', jitter: 0 } },
+      notify: {
+        webhook: {
+          endpoints: [ep('relaxed', 'relaxed'), ep('strict', 'strict'), { ...ep('flaky', 'relaxed'), topics: ['flaky.*'] }],
+          // Only `flaky` fails three times in a row.
+          circuit: { failure_threshold: 3, min_attempts: 1000, cooldown: '50ms', cooldown_max: '100ms' },
+          // Endpoints stored through the API go through the SSRF guard: let the test receiver in.
+          allow_networks: ['127.0.0.0/8'],
+        },
       },
     },
-  });
+    'serve',
+    { secretCodec: codecOf(new SecretBox(randomBytes(32)))! },
+  );
   admin = await makeUser(db.pool, 'ops', 'admin');
   viewer = await makeUser(db.pool, 'watcher', 'viewer');
   service = await makeUser(db.pool, 'billing', 'service');
@@ -126,6 +136,38 @@ describe('a dead head', () => {
     expect(unknown.status).toBe(404);
     const audit = await db.pool.query(`select action, actor, details from audit_log where action like 'ordering.%'`);
     expect(audit.rows).toEqual([{ action: 'ordering.retry_head', actor: 'ops', details: { ...body, job_id: blocked.head_job_id } }]);
+  }, 30_000);
+
+  it('an endpoint stored through the API takes the setting (strict blocks), checked and changed like its other fields', async () => {
+    const bad = await call(api.url, 'POST', '/v1/endpoints', {
+      token: admin,
+      body: { name: 'stored', url: `${rx.url}/stored`, topics: ['stored.*'], ordering: 'fifo' },
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.details.field).toBe('ordering');
+    const made = await call(api.url, 'POST', '/v1/endpoints', {
+      token: admin,
+      body: { name: 'stored', url: `${rx.url}/stored`, topics: ['stored.*'], ordering: 'strict' },
+    });
+    expect(made.status).toBe(201);
+    expect(made.body.ordering).toBe('strict');
+    refuse = new Set(['u0']);
+    // Live in this process once the registry has read it.
+    await waitFor(async () => {
+      const res = await call(api.url, 'POST', '/v1/notify', {
+        token: service,
+        body: { topic: 'stored.probe', data: { tag: 'p' }, ordering_key: `probe-${Date.now()}` },
+      });
+      return res.body.job_ids.length === 1;
+    });
+    await notifyKeyed('k-stored', ['u0', 'u1'], 'stored.updated');
+    await waitFor(async () => {
+      const res = await call(api.url, 'GET', '/v1/ordering/blocked?endpoint=stored', { token: viewer });
+      return res.body.items.length === 1;
+    });
+    expect(tagsAt('/stored', 'k-stored')).toEqual(['u0']);
+    const changed = await call(api.url, 'PATCH', '/v1/endpoints/stored', { token: admin, body: { ordering: 'relaxed' } });
+    expect(changed.body.ordering).toBe('relaxed');
   }, 30_000);
 
   it('skip-head leaves the head dead and lets the key go on', async () => {

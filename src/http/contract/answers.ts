@@ -13,7 +13,7 @@ import { JOB_STATUSES } from '../../admin/job-view.js';
 import { ALERT_ACTIONS } from '../../admin/alerts.js';
 import { HEALTH_WORDS, type CircuitState } from '../../endpoint-state/types.js';
 import { REPLAY_STATUSES } from '../../admin/replay.js';
-import { SCHEMES } from '../../config/schema.js';
+import { ORDERINGS, SCHEMES } from '../../config/schema.js';
 import type { JobStatus } from '../../queue/types.js';
 import { ROLES } from '../../roles.js';
 
@@ -164,6 +164,7 @@ export const endpointAnswer = z.object({
   topics: z.array(z.string()).readonly(),
   enabled: z.boolean(),
   scheme: z.enum(SCHEMES),
+  ordering: z.enum(ORDERINGS).describe('keyed events after a dead head: relaxed lets the next go, strict blocks the key'),
   timeout_ms: z.int(),
   max_in_flight: z.int(),
   rotate_until: instant.nullable().describe('a secret rotation under way until then: both secrets sign'),
