@@ -16,6 +16,7 @@ export type Notification = z.infer<typeof A.notificationAnswer>;
 export type Stats = z.infer<typeof A.statsAnswer>;
 export type WorkerProcess = z.infer<typeof A.processAnswer>;
 export type ReplayAnswer = z.infer<typeof A.replayAnswer>;
+export type BlockedKey = z.infer<typeof A.blockedKey>;
 
 /** A refusal from the API, with the field it names when it names one. */
 export class ApiFail extends Error {
