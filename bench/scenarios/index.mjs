@@ -21,7 +21,20 @@ import noop from './noop.mjs';
 import ordered from './ordered.mjs';
 import slowEndpoints from './slow-endpoints.mjs';
 
-export const SCENARIOS = [ceiling, deliver, noop, latency, httpBatch, httpLatency, httpRps, backlog, fleet, slowEndpoints, history, ordered];
+export const SCENARIOS = [
+  ceiling,
+  deliver,
+  noop,
+  latency,
+  httpBatch,
+  httpLatency,
+  httpRps,
+  backlog,
+  fleet,
+  slowEndpoints,
+  history,
+  ordered,
+];
 
 /** The reports of every scenario, each once, in the order their sections appear in latest.md. */
 export const REPORTS = [...new Set(SCENARIOS.map((s) => s.report).filter(Boolean))];
