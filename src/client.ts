@@ -17,17 +17,24 @@ type WireEvent = z.input<typeof notifyBody>;
 /**
  * One event to notify: `POST /v1/notify`'s body (docs/api.md#post-v1notify), its key in camelCase:
  * `topic` (lowercase dot-separated words), `data` (any JSON value, null included, at most 256 KiB
- * serialised), `recipients` (user names that get an inbox message of
- * the event, `GET /v1/notifications`), `idempotencyKey` (the
- * same key again answers with the first result and writes nothing; generated when omitted).
+ * serialised), `recipients` (user names that get an inbox message of the event, `GET /v1/notifications`),
+ * `idempotencyKey` (the same key again answers with the first result and writes nothing; generated
+ * when omitted), `orderingKey` (1 to 256 bytes: events with the same key reach each endpoint one at
+ * a time, in order, docs/operations.md#ordered-delivery).
  */
 export type NotifyEvent<T extends object = AnyTopics> = {
-  [K in keyof T & string]: Omit<WireEvent, 'idempotency_key' | 'topic' | 'data'> & { topic: K; data: T[K]; idempotencyKey?: string };
+  [K in keyof T & string]: Omit<WireEvent, 'idempotency_key' | 'ordering_key' | 'topic' | 'data'> & {
+    topic: K;
+    data: T[K];
+    idempotencyKey?: string;
+    orderingKey?: string;
+  };
 }[keyof T & string];
 
 export interface NotifyOptions {
   recipients?: string[];
   idempotencyKey?: string;
+  orderingKey?: string;
   /** Aborts the call (the current attempt and any back-off wait); the abort reason is thrown. */
   signal?: AbortSignal;
 }
@@ -232,9 +239,16 @@ function describe(e: unknown): string {
   return parts.join(': ') || 'unknown error';
 }
 
-/** The wire shape of one event: snake_case, `recipients` only when given, the key always. */
+/** The wire shape of one event: snake_case, `recipients` and the ordering key only when given, the idempotency key always. */
 function wireEvent(e: NotifyEvent, key: string): WireEvent {
-  return { topic: e.topic, data: e.data, ...(e.recipients !== undefined ? { recipients: e.recipients } : {}), idempotency_key: key };
+  const ordering = e.orderingKey !== undefined ? { ordering_key: e.orderingKey } : {};
+  return {
+    topic: e.topic,
+    data: e.data,
+    ...(e.recipients !== undefined ? { recipients: e.recipients } : {}),
+    idempotency_key: key,
+    ...ordering,
+  };
 }
 
 /** One event's JSON; data that JSON cannot carry is refused here, as the server would (nothing is sent). */
@@ -360,6 +374,7 @@ export function createClient<T extends object = AnyTopics>(options: ClientOption
     async notify(topic, data, opts = {}) {
       const key = opts.idempotencyKey ?? randomUUID();
       const event = { topic, data, ...(opts.recipients !== undefined ? { recipients: opts.recipients } : {}) };
+      if (opts.orderingKey !== undefined) Object.assign(event, { orderingKey: opts.orderingKey });
       const body = serialiseEvent(event, key, '');
       const { status, json } = await post('/v1/notify', body, opts.signal);
       const result = toResult(json, status, isRecord(json) ? json.warning : undefined);

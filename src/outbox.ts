@@ -24,6 +24,8 @@ export interface OutboxOptions {
   recipients?: string[];
   /** The same key again returns the first event's id and writes nothing. */
   idempotencyKey?: string;
+  /** Events with the same key reach each endpoint one at a time, in dispatch order (docs/operations.md#ordered-delivery). 1 to 256 bytes. */
+  orderingKey?: string;
   /** The schema acw-webhooks is installed in (`database.schema`). Default `public`. */
   schema?: string;
 }
@@ -31,7 +33,7 @@ export interface OutboxOptions {
 export type { AnyTopics } from './topic-map.js';
 
 export type OutboxEvent<T extends object = AnyTopics> = {
-  [K in keyof T & string]: { topic: K; data: T[K]; recipients?: string[]; idempotencyKey?: string };
+  [K in keyof T & string]: { topic: K; data: T[K]; recipients?: string[]; idempotencyKey?: string; orderingKey?: string };
 }[keyof T & string];
 
 /** notify()'s arguments after `db`: one tuple per topic, so the topic given picks the type of its data. */
@@ -49,6 +51,7 @@ function validate(e: OutboxEvent & { schema?: string }, path: string): NotifyInp
     data: e.data,
     ...(e.recipients ? { recipients: e.recipients } : {}),
     ...(e.idempotencyKey !== undefined ? { idempotency_key: e.idempotencyKey } : {}),
+    ...(e.orderingKey !== undefined ? { ordering_key: e.orderingKey } : {}),
   });
   if (!parsed.success) {
     const msgs = parsed.error.issues.map((i) => `${path}${i.path.join('.') || 'event'}: ${i.message}`);
@@ -73,14 +76,17 @@ export async function notify<T extends object = AnyTopics>(db: OutboxDb, ...args
   const schema = schemaOf(opts.schema);
   return producing({ topic: ev.topic, events: 1 }, async (trace) => {
     const values = [ev.topic, JSON.stringify(ev.data), ev.recipients ?? [], ev.idempotency_key ?? null];
-    // The trace context rides in the options (docs/operations.md#tracing); without one the call is
-    // the five-argument one every version has.
-    const res = trace
-      ? await db.query(`select ${schema}.acw_notify($1, $2::jsonb, $3::text[], $4, p_options => $5::jsonb) as id`, [
-          ...values,
-          JSON.stringify(trace),
-        ])
-      : await db.query(`select ${schema}.acw_notify($1, $2::jsonb, $3::text[], $4) as id`, values);
+    // Options (the ordering key, the trace context: docs/integrate.md, docs/operations.md#tracing)
+    // go in the sixth argument, an object; without any, the call stays the four-argument one every
+    // version of the function takes.
+    const options = { ...(ev.ordering_key !== undefined ? { ordering_key: ev.ordering_key } : {}), ...trace };
+    const res =
+      Object.keys(options).length > 0
+        ? await db.query(`select ${schema}.acw_notify($1, $2::jsonb, $3::text[], $4, p_options => $5::jsonb) as id`, [
+            ...values,
+            JSON.stringify(options),
+          ])
+        : await db.query(`select ${schema}.acw_notify($1, $2::jsonb, $3::text[], $4) as id`, values);
     return String(res.rows[0]?.id);
   });
 }

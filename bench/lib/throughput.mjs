@@ -3,7 +3,7 @@
 // database confirms.
 import pg from 'pg';
 import { peakRssMb, sleep, wallNow } from './common.mjs';
-import { BACKLOG, HEAP_SNAPSHOT_AT_S, N, PROFILE, RUN_TIMEOUT_S } from './env.mjs';
+import { BACKLOG, HEAP_SNAPSHOT_AT_S, N as DEFAULT_N, PROFILE, RUN_TIMEOUT_S } from './env.mjs';
 import { cpuDelta, cpuNow, perJob, pgssDump, pgssReset, POSTGRES, walMark, walWritten } from './pgstats.mjs';
 import { round } from './report.mjs';
 import { graphile, label, pgboss, SYSTEMS } from '../systems/index.mjs';
@@ -15,19 +15,28 @@ import { graphile, label, pgboss, SYSTEMS } from '../systems/index.mjs';
  * server (`on`: {server, template, copy strategy, tag for the database name and the result's
  * fields, prepare(url) before the enqueue}); the time to copy the template is then reported.
  */
-export async function runThroughput(ctx, scenario, key, run, { pgWrites = false, on = null } = {}) {
+export async function runThroughput(
+  ctx,
+  scenario,
+  key,
+  run,
+  { pgWrites = false, on = null, n: jobs = DEFAULT_N, enqueueOpts = {}, tag = null, fields = {} } = {},
+) {
+  // `n`, `enqueueOpts`, `tag` and `fields`: the ordered scenario's figures (their own job count,
+  // ordering keys, database name and result fields).
+  const N = jobs;
   const { receiver, note } = ctx;
   const server = on?.server ?? ctx.server;
   const { mod, variant } = SYSTEMS[key];
   const mode = scenario === 'noop' ? 'noop' : 'deliver';
   const backlog = scenario === 'backlog';
-  const db = `b_${key.replace('-', '_')}_${scenario}${on?.tag ? `_${on.tag}` : ''}_${run}`;
+  const db = `b_${key.replace('-', '_')}_${scenario}${on?.tag ? `_${on.tag}` : ''}${tag ? `_${tag}` : ''}_${run}`;
   const tc = performance.now();
   const url = await server.createDatabase(db, on?.template ?? (await ctx.template(key, backlog)), { strategy: on?.copy });
   const copyS = (performance.now() - tc) / 1000;
   await on?.prepare?.(url);
   if (!on) await ctx.experimentSettings(mod, db);
-  const enq = await mod.enqueue(url, { mode, n: N });
+  const enq = await mod.enqueue(url, { mode, n: N, ...enqueueOpts });
   await server.checkpoint();
   await pgssReset(url);
   await receiver.reset({ target: mode === 'deliver' ? N : Infinity });
@@ -94,6 +103,7 @@ export async function runThroughput(ctx, scenario, key, run, { pgWrites = false,
       label: label(key),
       run,
       ...(on ? { ...on.fields, copy_s: round(copyS, 1) } : {}),
+      ...fields,
       jobs: N,
       ...(timedOut ? { timed_out: true, handled_before_timeout: done } : {}),
       seconds: round(seconds, 3),

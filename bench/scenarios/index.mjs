@@ -18,6 +18,7 @@ import history from './history.mjs';
 import httpRps from './http-rps.mjs';
 import latency from './latency.mjs';
 import noop from './noop.mjs';
+import ordered from './ordered.mjs';
 import slowEndpoints from './slow-endpoints.mjs';
 import tracing from './tracing.mjs';
 import topicValidation from './topic-validation.mjs';
@@ -36,6 +37,7 @@ export const SCENARIOS = [
   history,
   tracing,
   topicValidation,
+  ordered,
 ];
 
 /** The reports of every scenario, each once, in the order their sections appear in latest.md. */

@@ -132,7 +132,7 @@ async function seedBacklogJobs(db, { completed, future }) {
  * Enqueue `n` up front: events through the outbox (`notifyMany`, batches), or no-op jobs
  * (`enqueueJobs`). mode 'fleet': event `seq` has the topic of endpoint `seq % fleet.endpoints`.
  */
-export async function enqueue(url, { mode, n, batch = 1000, fleet }) {
+export async function enqueue(url, { mode, n, batch = 1000, fleet, orderingKeys = 0 }) {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
@@ -156,7 +156,9 @@ export async function enqueue(url, { mode, n, batch = 1000, fleet }) {
         events.push(
           mode === 'fleet'
             ? { topic: fleetTopic(k % fleet.endpoints), data: fleetData(k, fleet.endpoints) }
-            : { topic: TOPIC, data: eventData(k) },
+            : orderingKeys > 0
+              ? { topic: TOPIC, data: eventData(k), orderingKey: `key-${k % orderingKeys}` }
+              : { topic: TOPIC, data: eventData(k) },
         );
       }
       await notifyMany(client, events);
@@ -180,7 +182,7 @@ export async function isDone(client) {
   const r = await client.query(`select
       not exists (select 1 from events where dispatched_at is null)
       and not exists (select 1 from ${live} where status = 'pending' and run_at < now() + interval '1 hour')
-      and not exists (select 1 from ${live} where status = 'running') as done`);
+      and not exists (select 1 from ${live} where status in ('running', 'behind')) as done`);
   return r.rows[0].done;
 }
 

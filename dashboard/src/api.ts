@@ -18,6 +18,7 @@ export type Stats = z.infer<typeof A.statsAnswer>;
 export type WorkerProcess = z.infer<typeof A.processAnswer>;
 export type ReplayAnswer = z.infer<typeof A.replayAnswer>;
 export type Topic = z.infer<typeof TA.topicAnswer>;
+export type BlockedKey = z.infer<typeof A.blockedKey>;
 
 /** A refusal from the API, with the field it names when it names one. */
 export class ApiFail extends Error {
@@ -83,6 +84,7 @@ export const ALERT_ACTIONS = [
   'endpoint.failing',
   'endpoint.failing_resolved',
   'topic.event_rejected',
+  'webhook.key_blocked',
 ] as const satisfies readonly Alert['action'][];
 // Every action the server has is offered: a new one fails to compile here until it is added above.
 type OnlyNever<T extends never> = T;

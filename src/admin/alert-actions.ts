@@ -15,6 +15,7 @@ export const ALERT_ACTIONS = [
   'endpoint.failing',
   'endpoint.failing_resolved',
   'topic.event_rejected',
+  'webhook.key_blocked',
 ] as const;
 export type AlertAction = (typeof ALERT_ACTIONS)[number];
 

@@ -155,10 +155,10 @@ const V1_COLUMNS = 'id, topic, data, created_at, dispatched_at, null::text as tr
  * while the table of the older layout is kept (`legacy`), its rows (older ids, random ones among
  * them) are read beside, without the bounds.
  */
-const windowEvents = (legacy: boolean): string => `select e.id, e.topic, e.data, e.created_at, e.traceparent, e.tracestate,
+const windowEvents = (legacy: boolean): string => `select e.id, e.topic, e.data, e.created_at, e.traceparent, e.tracestate, e.ordering_key,
     to_char(e.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as page_key
-  from (select ${EVENT_COLUMNS} from event_log where id >= $8::uuid and id < $9::uuid
-        ${legacy ? `union all select ${V1_COLUMNS} from events_v1` : ''}) e
+  from (select ${EVENT_COLUMNS}, ordering_key from event_log where id >= $8::uuid and id < $9::uuid
+        ${legacy ? `union all select ${V1_COLUMNS}, null from events_v1` : ''}) e
   where e.dispatched_at is not null and e.created_at >= $1 and e.created_at < $2
     and ($3::boolean or e.topic = any($4::text[]) or e.topic like any($5::text[]))
     and (e.created_at, e.id) > ($6::timestamptz, $7::uuid)
@@ -169,6 +169,7 @@ interface EventRow {
   topic: string;
   data: unknown;
   created_at: Date;
+  ordering_key: string | null;
   page_key: string;
   traceparent: string | null;
   tracestate: string | null;
@@ -342,6 +343,8 @@ async function createMissing(
           maxAttempts: ctx.maxAttempts,
           eventId: ev.id,
           endpoint: ep.name,
+          // A keyed event joins its key's queue, after the replayed jobs (docs/operations.md#ordered-delivery).
+          ...(ev.ordering_key !== null ? { orderingKey: ev.ordering_key, strictOrdering: ep.ordering === 'strict' } : {}),
         };
       });
       // skipExisting: a job made since the read (a concurrent replay) is left as it is.

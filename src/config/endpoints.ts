@@ -1,6 +1,6 @@
 /** The normalised list of webhook endpoints: what the dispatcher fans out to and workers send to. */
 import { blockedRange, parseCidr, SsrfGuard } from '../net/ssrf.js';
-import type { Config, Scheme, SinkFormat } from './schema.js';
+import type { Config, Ordering, Scheme, SinkFormat } from './schema.js';
 
 export interface Endpoint {
   /** `default` for the top-level `notify.webhook.url` form. */
@@ -24,6 +24,8 @@ export interface Endpoint {
   /** Deliveries per second across all processes; 0: no limit. */
   readonly rate_limit: number;
   readonly scheme: Scheme;
+  /** Keyed events (docs/operations.md#ordered-delivery): strict holds a key behind its dead head. Absent: relaxed. */
+  readonly ordering?: Ordering;
   readonly headers: Readonly<Record<string, string>>;
   /** False when this endpoint or `notify.webhook.enabled` is off. */
   readonly enabled: boolean;
@@ -68,6 +70,7 @@ export function resolveEndpoints(config: Config): Endpoint[] {
       max_in_flight: w.max_in_flight,
       rate_limit: w.rate_limit,
       scheme: w.scheme,
+      ordering: w.ordering,
       headers: w.headers,
       enabled: w.enabled,
       ssrf_guard: false,
@@ -88,6 +91,7 @@ export function resolveEndpoints(config: Config): Endpoint[] {
       max_in_flight: ep.max_in_flight ?? w.max_in_flight,
       rate_limit: ep.rate_limit ?? w.rate_limit,
       scheme: ep.scheme,
+      ordering: ep.ordering,
       headers: ep.headers,
       // The global switch short-circuits every endpoint, so callers need to check only this flag.
       enabled: w.enabled && ep.enabled,

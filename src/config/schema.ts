@@ -52,6 +52,8 @@ function withRule<T extends z.ZodType>(schema: T, rule: (value: unknown, add: Ad
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export const SCHEMES = ['acw', 'standard'] as const;
+/** What a dead head does to its ordering key (docs/operations.md#ordered-delivery). */
+export const ORDERINGS = ['relaxed', 'strict'] as const;
 /** How an alert sink's body is written (docs/operations.md#alert-sinks). */
 export const SINK_FORMATS = ['webhook', 'slack'] as const;
 /** How notify checks an event's data against its topic's schema (docs/operations.md#topic-catalog). */
@@ -84,6 +86,9 @@ const endpoint = withRule(
       .optional()
       .describe('deliveries per second or minute across all processes, "20/s" or "600/min"; default notify.webhook.rate_limit'),
     scheme: oneOf(SCHEMES).default('acw').describe('acw: X-ACW-* headers; standard: Standard Webhooks headers'),
+    ordering: oneOf(ORDERINGS)
+      .default('relaxed')
+      .describe("keyed events: relaxed lets a dead head's next event go; strict holds the key until an operator retries or skips it"),
     headers: headers()
       .default(() => ({}))
       .describe('extra request headers'),
@@ -157,6 +162,7 @@ const webhook = withRule(
       .default(() => [])
       .describe('whitelist of the default endpoint'),
     scheme: oneOf(SCHEMES).default('acw').describe('signature scheme of the default endpoint'),
+    ordering: oneOf(ORDERINGS).default('relaxed').describe('keyed events of the default endpoint (see endpoints[].ordering)'),
     headers: headers()
       .default(() => ({}))
       .describe('extra request headers of the default endpoint'),
@@ -377,6 +383,7 @@ export type ConfigData = z.output<typeof configSchema>;
 export type Config = DeepReadonly<ConfigData>;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 export type Scheme = (typeof SCHEMES)[number];
+export type Ordering = (typeof ORDERINGS)[number];
 export type SinkFormat = (typeof SINK_FORMATS)[number];
 export type ValidationMode = (typeof VALIDATION_MODES)[number];
 /** A parsed application runner block: `interval` in milliseconds, the runner's own keys as written. */

@@ -123,6 +123,7 @@ export interface EndpointHealth {
   topics: readonly string[];
   enabled: boolean;
   scheme: Scheme;
+  ordering: 'relaxed' | 'strict';
   timeout_ms: number;
   max_in_flight: number;
   /** A secret rotation under way: both secrets sign until then (docs/operations.md#rotating-a-secret); null: none. */
@@ -205,6 +206,7 @@ export async function endpointHealth(
       topics: e.topics,
       enabled: e.enabled,
       scheme: e.scheme,
+      ordering: e.ordering ?? 'relaxed',
       timeout_ms: e.timeout,
       max_in_flight: e.max_in_flight,
       rotate_until: e.rotate_until !== undefined && e.rotate_until > Date.now() ? new Date(e.rotate_until).toISOString() : null,

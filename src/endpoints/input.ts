@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { isPrintable } from '../admin/params.js';
-import { SCHEMES } from '../config/schema.js';
+import { ORDERINGS, SCHEMES } from '../config/schema.js';
 import { duration, headers, int, pattern, rateLimit, topics } from '../config/fields.js';
 
 /**
@@ -57,6 +57,7 @@ const fields = {
   url,
   topics: topics().pipe(z.array(z.string()).max(100, { error: 'at most 100 topics' })),
   scheme: z.enum(SCHEMES, { error: `expected one of ${SCHEMES.map((s) => JSON.stringify(s)).join(', ')}` }),
+  ordering: z.enum(ORDERINGS, { error: `expected one of ${ORDERINGS.map((s) => JSON.stringify(s)).join(', ')}` }),
   headers: headers(),
   timeout,
   max_in_flight: int(1, 10_000),
@@ -70,6 +71,7 @@ export const createEndpointInput = z.strictObject({
   url: fields.url,
   topics: fields.topics,
   scheme: fields.scheme.optional(),
+  ordering: fields.ordering.optional(),
   headers: fields.headers.optional(),
   timeout: fields.timeout.optional(),
   max_in_flight: fields.max_in_flight.optional(),
@@ -89,6 +91,7 @@ export const updateEndpointInput = z
     url: fields.url.optional(),
     topics: fields.topics.optional(),
     scheme: fields.scheme.optional(),
+    ordering: fields.ordering.optional(),
     headers: fields.headers.optional(),
     timeout: fields.timeout.optional(),
     max_in_flight: fields.max_in_flight.optional(),

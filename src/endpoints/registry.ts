@@ -241,6 +241,7 @@ export class EndpointRegistry {
         max_in_flight: Math.min(r.max_in_flight ?? w.max_in_flight, w.max_in_flight_total),
         rate_limit: 0,
         scheme: r.scheme,
+        ordering: r.ordering,
         // Never sent (disabled); and sealed values are no headers.
         headers: {},
         enabled: false,

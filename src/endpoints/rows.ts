@@ -10,6 +10,7 @@ export interface StoredRow {
   url: string;
   topics: string[];
   scheme: 'acw' | 'standard';
+  ordering: 'relaxed' | 'strict';
   /** Names as given; values sealed when `headers_sealed`, else plain (a row from before migrations/0009, until sealed). */
   headers: Record<string, string>;
   headers_sealed: boolean;
@@ -26,7 +27,7 @@ export interface StoredRow {
   updated_at: Date;
 }
 
-export const COLUMNS = `name, url, topics, scheme, headers, headers_sealed, timeout_ms, max_in_flight, rate_limit, enabled, description,
+export const COLUMNS = `name, url, topics, scheme, ordering, headers, headers_sealed, timeout_ms, max_in_flight, rate_limit, enabled, description,
   secret, secret_next, rotate_until, owner, created_at, updated_at`;
 
 /** Every live stored endpoint, by name. */
@@ -62,6 +63,7 @@ export function toEndpoint(row: StoredRow, config: Config, codec: SecretCodec): 
     max_in_flight: Math.min(row.max_in_flight ?? w.max_in_flight, w.max_in_flight_total),
     rate_limit: rate,
     scheme: row.scheme,
+    ordering: row.ordering,
     // An unsealed row (written before migrations/0009) keeps working until a process seals it (./seal-headers.ts).
     headers: row.headers_sealed ? openHeaders(codec, row.name, row.headers) : row.headers,
     enabled: w.enabled && row.enabled,

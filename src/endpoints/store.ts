@@ -88,9 +88,9 @@ export async function createStoredEndpoint(
   const secret = input.secret ?? newSigningSecret(scheme);
   const row = await withTransaction(ctx.pool, async (client) => {
     const res = await client.query<StoredRow>(
-      `insert into endpoints (name, url, topics, scheme, headers, headers_sealed, timeout_ms, max_in_flight, rate_limit, enabled, description, secret, owner)
-       values ($1, $2, $3, $4, $5::jsonb, true, $6, $7, $8, $9, $10, $11, $12)
-       on conflict (name) do update set url = excluded.url, topics = excluded.topics, scheme = excluded.scheme,
+      `insert into endpoints (name, url, topics, scheme, headers, headers_sealed, timeout_ms, max_in_flight, rate_limit, enabled, description, secret, owner, ordering)
+       values ($1, $2, $3, $4, $5::jsonb, true, $6, $7, $8, $9, $10, $11, $12, $14)
+       on conflict (name) do update set url = excluded.url, topics = excluded.topics, scheme = excluded.scheme, ordering = excluded.ordering,
          headers = excluded.headers, headers_sealed = true,
          timeout_ms = excluded.timeout_ms, max_in_flight = excluded.max_in_flight, rate_limit = excluded.rate_limit,
          enabled = excluded.enabled, description = excluded.description, secret = excluded.secret, secret_next = null,
@@ -111,6 +111,7 @@ export async function createStoredEndpoint(
         ctx.codec.seal(secret, secretContext(input.name, 'secret')),
         actor.name,
         ctx.tombstoneMs,
+        input.ordering ?? 'relaxed',
       ],
     );
     const created = res.rows[0];
@@ -165,7 +166,8 @@ export async function updateStoredEndpoint(ctx: StoreContext, name: string, patc
          headers = coalesce($5::jsonb, headers), headers_sealed = headers_sealed or $5::jsonb is not null, timeout_ms = case when $6::boolean then $7 else timeout_ms end,
          max_in_flight = case when $8::boolean then $9 else max_in_flight end,
          rate_limit = case when $10::boolean then $11 else rate_limit end,
-         enabled = coalesce($12, enabled), description = coalesce($13, description), updated_at = clock_timestamp()
+         enabled = coalesce($12, enabled), description = coalesce($13, description), ordering = coalesce($14, ordering),
+         updated_at = clock_timestamp()
        where name = $1 returning ${COLUMNS}`,
       [
         name,
@@ -181,6 +183,7 @@ export async function updateStoredEndpoint(ctx: StoreContext, name: string, patc
         patch.rate_limit ?? null,
         patch.enabled ?? null,
         patch.description ?? null,
+        patch.ordering ?? null,
       ],
     );
     const row = res.rows[0]!;

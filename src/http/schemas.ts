@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { JOB_STATUSES } from '../admin/job-view.js';
 import { isPrintable } from '../admin/params.js';
 import { parseDuration } from '../config/index.js';
-import { topicField } from '../notify/input.js';
+import { orderingKey, topicField } from '../notify/input.js';
 import { ApiError } from '../errors.js';
 import { fromZod } from './errors.js';
 
@@ -117,6 +117,11 @@ export const redriveBody = z.strictObject({
   since: since.optional(),
   dry_run: z.boolean().optional(),
 });
+
+/** `GET /v1/ordering/blocked`: one endpoint's blocked keys, or every endpoint's. */
+export const blockedKeysQuery = z.strictObject({ endpoint: text(100).optional(), limit: intParam(1, 500).optional() });
+/** The retry-head and skip-head actions: the blocked key, by endpoint and key. */
+export const headActionBody = z.strictObject({ endpoint: text(100), ordering_key: orderingKey });
 
 /** `GET /v1/stats`: the window of the delivery series. */
 export const statsQuery = z.strictObject({ window: z.enum(['1h', '24h'], { error: 'expected 1h or 24h' }).optional() });

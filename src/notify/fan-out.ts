@@ -21,6 +21,8 @@ export interface EventRow {
   data: unknown;
   recipients: string[];
   created_at: Date;
+  /** Its ordering key (docs/operations.md#ordered-delivery): its jobs go in order per endpoint and key. */
+  ordering_key?: string | null;
   /** `data` as JSON text, when the caller has it already (see buildBodyWithData). */
   dataJson?: string;
   /** Its producer's trace context, copied into each of its jobs (docs/operations.md#tracing). */
@@ -118,6 +120,8 @@ export async function writeFanOut(
 ): Promise<FanOutResult[]> {
   if (events.length === 0) return [];
   const jobs: NewJob[] = [];
+  // Each endpoint's `ordering` setting, read only when an event has a key.
+  let strict: Set<string> | undefined;
   const results = events.map((ev, i) => {
     const { result, endpoints } = plans[i]!;
     if (endpoints.length > 0) {
@@ -130,8 +134,18 @@ export async function writeFanOut(
             : buildBodyWithData({ id: ev.id, topic: ev.topic, occurredAt: ev.created_at }, ev.dataJson),
         ...ev.trace,
       };
+      const key = ev.ordering_key ?? null;
+      if (key !== null) strict ??= new Set(ctx.endpoints().flatMap((e) => (e.ordering === 'strict' ? [e.name] : [])));
       endpoints.forEach((name, k) =>
-        jobs.push({ id: result.job_ids[k], type: WEBHOOK_JOB, payload, maxAttempts: ctx.maxAttempts, eventId: ev.id, endpoint: name }),
+        jobs.push({
+          id: result.job_ids[k],
+          type: WEBHOOK_JOB,
+          payload,
+          maxAttempts: ctx.maxAttempts,
+          eventId: ev.id,
+          endpoint: name,
+          ...(key !== null ? { orderingKey: key, strictOrdering: strict?.has(name) === true } : {}),
+        }),
       );
     } else {
       ctx.log.info({ event: 'webhook.skipped', event_id: ev.id, topic: ev.topic, reason: result.skipped }, 'no webhook job for this event');

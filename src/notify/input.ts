@@ -86,6 +86,15 @@ export const idempotencyKey = z
   .max(200)
   .regex(/^[\x21-\x7e]+$/, 'expected printable ASCII without spaces');
 
+/** An ordering key (docs/operations.md#ordered-delivery): any text of 1 to 256 bytes (UTF-8). */
+export const MAX_ORDERING_KEY_BYTES = 256;
+export const orderingKey = z
+  .string()
+  .min(1)
+  .max(MAX_ORDERING_KEY_BYTES)
+  .refine((k) => Buffer.byteLength(k) <= MAX_ORDERING_KEY_BYTES, { message: `must be at most ${MAX_ORDERING_KEY_BYTES} bytes (UTF-8)` })
+  .refine((k) => !k.includes('\u0000'), { message: 'must not contain NUL characters' });
+
 export const notifyInput = z.strictObject({
   topic: topicField,
   data: eventData,
@@ -100,6 +109,9 @@ export const notifyInput = z.strictObject({
     .max(1000)
     .optional(),
   idempotency_key: idempotencyKey.optional(),
+  ordering_key: orderingKey
+    .optional()
+    .describe('events with the same key reach each endpoint one at a time, in order (docs/operations.md#ordered-delivery)'),
 });
 export type NotifyInput = z.infer<typeof notifyInput>;
 

@@ -146,12 +146,12 @@ interface Item extends FanOutPlan {
 /** The rows of the events document (eventsDocument), in its order (`n`, 1-based). */
 const DOCUMENT = `rows from (jsonb_to_recordset($1::jsonb)
       as (id uuid, topic text, data jsonb, recipients text[], idempotency_key text, request_hash text, response jsonb,
-          traceparent text, tracestate text, schema_version int))
-    with ordinality as t(id, topic, data, recipients, idempotency_key, request_hash, response, traceparent, tracestate, schema_version, n)`;
+          traceparent text, tracestate text, schema_version int, ordering_key text))
+    with ordinality as t(id, topic, data, recipients, idempotency_key, request_hash, response, traceparent, tracestate, schema_version, ordering_key, n)`;
 
 /** The events insert of keyless events, from one json document of rows (eventsDocument); created_at is now(). */
-const INSERT_EVENTS = `insert into event_log (id, topic, data, recipients, principal, idempotency_key, dispatched_at, traceparent, tracestate, schema_version)
-  select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, now(), t.traceparent, t.tracestate, t.schema_version
+const INSERT_EVENTS = `insert into event_log (id, topic, data, recipients, principal, idempotency_key, dispatched_at, traceparent, tracestate, schema_version, ordering_key)
+  select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, now(), t.traceparent, t.tracestate, t.schema_version, t.ordering_key
   from ${DOCUMENT}
   order by t.n`;
 
@@ -165,8 +165,8 @@ const INSERT_KEYED = `with t as materialized (select * from ${DOCUMENT}),
     select * from acw_claim_keys($2, (select array_agg(idempotency_key order by n) from t), (select array_agg(id order by n) from t),
                                  (select array_agg(request_hash order by n) from t), (select array_agg(response order by n) from t))),
   ins as (
-    insert into event_log (id, topic, data, recipients, principal, idempotency_key, dispatched_at, traceparent, tracestate, schema_version)
-    select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, now(), t.traceparent, t.tracestate, t.schema_version
+    insert into event_log (id, topic, data, recipients, principal, idempotency_key, dispatched_at, traceparent, tracestate, schema_version, ordering_key)
+    select t.id, t.topic, coalesce(t.data, 'null'::jsonb), coalesce(t.recipients, '{}'), $2, t.idempotency_key, now(), t.traceparent, t.tracestate, t.schema_version, t.ordering_key
     from t where t.idempotency_key is null or exists (select 1 from k where k.n = t.n and k.fresh)
     order by t.n)
   select k.n, k.request_hash, k.response from k where not k.fresh order by k.n`;
@@ -182,6 +182,7 @@ function eventsDocument(items: readonly Item[]): string {
     let row = `{"id":"${it.result.event_id}","topic":${JSON.stringify(input.topic)},"data":${it.data}`;
     if (input.recipients !== undefined) row += `,"recipients":${JSON.stringify(input.recipients)}`;
     if (it.result.schema_version !== undefined) row += `,"schema_version":${it.result.schema_version}`;
+    if (input.ordering_key !== undefined) row += `,"ordering_key":${JSON.stringify(input.ordering_key)}`;
     if (input.idempotency_key !== undefined)
       row += `,"idempotency_key":${JSON.stringify(input.idempotency_key)},"request_hash":"${it.hash}","response":${JSON.stringify(it.result)}`;
     if (it.trace)
@@ -201,6 +202,7 @@ function eventRows(items: readonly Item[], createdAt: Date): EventRow[] {
     created_at: createdAt,
     ...(it.trace ? { trace: it.trace } : {}),
     schema_version: it.result.schema_version,
+    ordering_key: it.input.ordering_key ?? null,
   }));
 }
 
@@ -237,7 +239,9 @@ async function writeKeyless(
   path: (i: number) => string,
   handover: Handover,
 ): Promise<NotifyAnswer[]> {
-  const parts = Math.min(KEYLESS_PARTS, Math.ceil(items.length / KEYLESS_MIN_PART));
+  // Keyed events in one part: their keys' rows are then locked in one statement, in one order.
+  const ordered = items.some((it) => it.input.ordering_key !== undefined);
+  const parts = ordered ? 1 : Math.min(KEYLESS_PARTS, Math.ceil(items.length / KEYLESS_MIN_PART));
   const size = Math.ceil(items.length / parts);
   const queued: Array<Promise<unknown>> = [];
   let failure: { err: unknown } | undefined;
@@ -382,7 +386,7 @@ async function notifyTraced(
 ): Promise<NotifyAnswer> {
   // Nothing to check first and no worker pool of our own to hand jobs to: one statement (see
   // notifyOne), unless its key is taken, which the transaction below answers.
-  if (!input.recipients?.length && !ctx.adopter?.()) {
+  if (!input.recipients?.length && input.ordering_key === undefined && !ctx.adopter?.()) {
     const answer = await notifyOne(pool, input, principal, ctx, trace, checks[0]!);
     if (answer) return answer;
   }

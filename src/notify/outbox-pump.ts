@@ -106,7 +106,7 @@ export class OutboxPump {
           name: `acw_claim_${table}`,
           text: `update ${table} set dispatched_at = now()
           where id = any(array(select id from ${table} where dispatched_at is null order by created_at, id limit $1 for update skip locked))
-          returning id, topic, data, recipients, created_at, ${trace}`,
+          returning id, topic, data, recipients, created_at, ${trace}${table === 'event_log' ? ', ordering_key' : ''}`,
           values: [BATCH],
         });
         claimed = res.rows.length;

@@ -3,7 +3,7 @@ import { DoublingDelay } from '../delay.js';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { ensureDaysAhead, isMissingPartition } from '../history/partitions.js';
-import { completeJobs, failJobs, releaseJobs, type FailItem, type ReleaseItem } from './transitions.js';
+import { completeJobs, failJobs, finishKeyedJobs, releaseJobs, type FailItem, type ReleaseItem } from './transitions.js';
 import type { AttemptRecord, ClaimedJob, DeadHook, JobOutcome } from './types.js';
 
 /** A handler's run, waiting to be written. */
@@ -31,6 +31,11 @@ export class Flusher {
       log: Logger;
       onDead?: DeadHook | undefined;
       onWritten?: (f: Finished, changed: boolean, runAt?: Date) => void;
+      /**
+       * Keyed jobs (docs/operations.md#ordered-delivery): the next job of a key whose head this
+       * pool finished comes back claimed for `workerId`, and goes to `onHanded`.
+       */
+      ordering?: { workerId: string; leaseMs: number; channel: string; onHanded: (jobs: ClaimedJob[]) => void };
     },
   ) {}
 
@@ -69,29 +74,36 @@ export class Flusher {
   private async write(batch: Finished[]): Promise<Finished[]> {
     const completes: Finished[] = [];
     const fails: Array<[Finished, FailItem]> = [];
+    // Outcomes that may finish a key's head go through their keys' locks (finishKeyedJobs); a
+    // release leaves the head where it is.
+    const keyedCompletes: Finished[] = [];
+    const keyedFails: Array<[Finished, FailItem]> = [];
     const releases: Array<[Finished, ReleaseItem]> = [];
     for (const f of batch) {
       const leased = { id: f.job.id, leaseToken: f.job.leaseToken };
       const o = f.outcome;
       const attempt: AttemptRecord | undefined = o.attempt;
-      if (o.kind === 'complete') completes.push(f);
+      const keyed = f.job.orderingKey != null && f.job.endpoint !== null;
+      if (o.kind === 'complete') (keyed ? keyedCompletes : completes).push(f);
       else if (o.kind === 'release') {
         const unknownFor = f.job.endpointUnknownSince ? Date.now() - f.job.endpointUnknownSince.getTime() : 0;
         if (o.park && f.job.endpointUnknownSince && unknownFor >= o.park.deadAfterMs) {
-          fails.push([f, { leased, error: o.error, dead: true, reason: 'parked', delayMs: 0, attempt }]);
+          (keyed ? keyedFails : fails).push([f, { leased, error: o.error, dead: true, reason: 'parked', delayMs: 0, attempt }]);
         } else {
           releases.push([f, { leased, delayMs: f.delayMs, error: o.error, ...(o.park ? { park: o.park.reason } : {}), attempt }]);
         }
       } else {
         const permanent = o.kind === 'permanent';
-        fails.push([
+        (keyed ? keyedFails : fails).push([
           f,
           { leased, error: o.error, dead: permanent, reason: permanent ? 'permanent' : 'max_attempts', delayMs: f.delayMs, attempt },
         ]);
       }
     }
     const { pool, onDead } = this.opts;
-    const [c, x, r] = await Promise.allSettled([
+    const keyOf = (f: Finished): { endpoint: string; key: string } => ({ endpoint: f.job.endpoint!, key: f.job.orderingKey! });
+    const ord = this.opts.ordering;
+    const [c, x, r, k] = await Promise.allSettled([
       completeJobs(
         pool,
         completes.map((f) => ({ leased: { id: f.job.id, leaseToken: f.job.leaseToken }, attempt: f.outcome.attempt })),
@@ -105,6 +117,22 @@ export class Flusher {
         pool,
         releases.map(([, i]) => i),
       ),
+      keyedCompletes.length + keyedFails.length === 0
+        ? null
+        : finishKeyedJobs(
+            pool,
+            keyedCompletes.map((f) => ({
+              leased: { id: f.job.id, leaseToken: f.job.leaseToken },
+              attempt: f.outcome.attempt,
+              key: keyOf(f),
+            })),
+            keyedFails.map(([f, i]) => ({ ...i, key: keyOf(f) })),
+            {
+              channel: ord?.channel ?? null,
+              ...(ord ? { lease: { workerId: ord.workerId, leaseMs: ord.leaseMs } } : {}),
+              onDead,
+            },
+          ),
     ]);
     const retry: Finished[] = [];
     if (c.status === 'fulfilled') for (const f of completes) this.report(f, c.value.has(f.job.id), 'completed');
@@ -127,6 +155,16 @@ export class Flusher {
         releases.map(([f]) => f),
         retry,
       );
+    if (k.status === 'fulfilled') {
+      if (k.value) {
+        for (const f of keyedCompletes) this.report(f, k.value.completed.has(f.job.id), 'completed');
+        for (const [f] of keyedFails) {
+          const ch = k.value.failed.changed.get(f.job.id);
+          this.report(f, ch !== undefined, ch?.status === 'dead' ? 'dead' : 'retry', ch?.runAt);
+        }
+        if (k.value.handed.length > 0) ord?.onHanded(k.value.handed);
+      }
+    } else this.writeFailed(k.reason, [...keyedCompletes, ...keyedFails.map(([f]) => f)], retry);
     return retry;
   }
 

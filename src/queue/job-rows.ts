@@ -37,6 +37,9 @@ export interface ClaimRow {
   lease_expires_ms: number;
   event_id: string | null;
   endpoint: string | null;
+  ordering_key: string | null;
+  /** bigint, as text. */
+  ordering_seq: string | null;
   created_ms: number;
   parked_since_ms: number | null;
   skipped_since_ms: number | null;
@@ -54,7 +57,7 @@ export const epochMs = (ts: string): string => `date_part('epoch', ${ts}) * 1000
 /** What a claim returns, read by `toClaimed`. */
 export const RETURNING = `j.id, j.type, j.payload, j.attempts, j.max_attempts, j.lease_token,
   ${epochMs('j.lease_expires_at')} as lease_expires_ms,
-  j.event_id, j.endpoint, ${epochMs('j.created_at')} as created_ms,
+  j.event_id, j.endpoint, j.ordering_key, j.ordering_seq, ${epochMs('j.created_at')} as created_ms,
   ${epochMs('j.parked_since')} as parked_since_ms,
   ${epochMs('j.skipped_since')} as skipped_since_ms, ${epochMs('now()')} as db_now_ms`;
 
@@ -78,6 +81,8 @@ export function toClaimed(r: ClaimRow, localNow: number): ClaimedJob {
     leaseExpiresAt: dbToLocal(r.lease_expires_ms, r.db_now_ms, localNow),
     eventId: r.event_id,
     endpoint: r.endpoint,
+    orderingKey: r.ordering_key,
+    orderingSeq: r.ordering_seq === null ? null : Number(r.ordering_seq),
     createdAt: new Date(r.created_ms),
     endpointUnknownSince: r.parked_since_ms === null ? null : new Date(r.parked_since_ms),
     skippedTurnsSince: r.skipped_since_ms === null ? null : new Date(r.skipped_since_ms),
@@ -90,6 +95,8 @@ export interface InsertRow {
   lease_token: string | null;
   lease_expires_ms: number | null;
   db_now_ms: number;
+  /** Keyed inserts only: the job's number within its key (bigint, as text). */
+  ordering_seq?: string | null;
 }
 
 /** A job inserted as running (claim on dispatch), as if claimed: attempt 1 spent, lease issued. */
@@ -104,6 +111,8 @@ export function toLeasedJob(j: NewJob, r: InsertRow & { lease_token: string; lea
     leaseExpiresAt: dbToLocal(r.lease_expires_ms, r.db_now_ms, localNow),
     eventId: j.eventId ?? null,
     endpoint: j.endpoint ?? null,
+    orderingKey: j.orderingKey ?? null,
+    orderingSeq: r.ordering_seq == null ? null : Number(r.ordering_seq),
     createdAt: new Date(r.db_now_ms),
     endpointUnknownSince: null,
     skippedTurnsSince: null,
@@ -121,6 +130,8 @@ export interface TransitionRow {
   last_error: string | null;
   event_id: string | null;
   endpoint: string | null;
+  /** Set by the statements that may finish a key's head (its next job then goes). */
+  ordering_key?: string | null;
 }
 
 export interface ReapedRow extends TransitionRow {
@@ -138,6 +149,7 @@ export function toDead(r: TransitionRow, reason: DeadReason): DeadJob {
     lastError: r.last_error,
     eventId: r.event_id,
     endpoint: r.endpoint,
+    orderingKey: r.ordering_key ?? null,
     reason,
   };
 }
@@ -166,8 +178,11 @@ export const JOB_COLUMNS = `id, type, status, attempts, max_attempts, run_at, la
 export const HISTORY_JOB_COLUMNS = `id, type, status, attempts, max_attempts, run_at, last_error, created_at,
   case when status = 'completed' then finished_at end as completed_at, topic, endpoint, event_id`;
 
-/** The same, returned by a statement on job_queue (live jobs have no completed_at, and no topic column). */
-export const LIVE_JOB_COLUMNS = `id, type, status, attempts, max_attempts, run_at, last_error, created_at, null::timestamptz as completed_at,
+/**
+ * The same, returned by a statement on job_queue (live jobs have no completed_at, and no topic
+ * column); a job behind its ordering key's head is pending to operators.
+ */
+export const LIVE_JOB_COLUMNS = `id, type, case when status = 'behind' then 'pending' else status end as status, attempts, max_attempts, run_at, last_error, created_at, null::timestamptz as completed_at,
   payload->>'topic' as topic, endpoint, event_id`;
 
 /** Which dead jobs a redrive takes (values already checked by the caller). */

@@ -67,6 +67,7 @@ export interface ExpiredRow {
   endpoint: string;
   event_id: string | null;
   series_started_at: Date;
+  ordering_key: string | null;
 }
 
 /** Where the next page of a sweep starts: after this row of the due index (run_at as PostgreSQL prints it, microseconds intact). */

@@ -21,6 +21,16 @@
 export { claimJobs, claimProbes } from './transitions/claims.js';
 export { enqueueJobs, insertJobs, insertWithJobs, isExistingJob, type WithJobs } from './transitions/inserts.js';
 export { completeJobs, failJobs, releaseJobs, renewLeases } from './transitions/outcomes.js';
+export {
+  advanceKeys,
+  finishKeyedJobs,
+  insertKeyedJobs,
+  lockKeys,
+  requeueKeyed,
+  type Advanced,
+  type FinishedKeyed,
+  type KeyRef,
+} from './transitions/ordering.js';
 export { expireHeldJobs, reapJobs, unparkJobs } from './transitions/sweeps.js';
 export { cancelEndpointJobs, operatorCancelJob, operatorRedriveJobs, operatorRetryJob, replayJobs } from './transitions/operator.js';
 export type {

@@ -27,6 +27,13 @@ export interface NewJob {
   delayMs?: number;
   eventId?: string | null;
   endpoint?: string | null;
+  /**
+   * Ordered delivery (docs/operations.md#ordered-delivery): per endpoint and key one job in flight,
+   * the rest behind it in order. Needs `endpoint` and `id`.
+   */
+  orderingKey?: string | null;
+  /** A dead head blocks its key until an operator retries or skips it (else the next goes). */
+  strictOrdering?: boolean;
 }
 
 export interface ClaimedJob {
@@ -40,6 +47,9 @@ export interface ClaimedJob {
   leaseExpiresAt: number;
   eventId: string | null;
   endpoint: string | null;
+  /** Its ordering key and its number within it (per endpoint and key), when it has one. */
+  orderingKey?: string | null;
+  orderingSeq?: number | null;
   createdAt: Date;
   /** Since when its endpoint has been unknown (column `parked_since`): the 24 h rule to dead. */
   endpointUnknownSince: Date | null;
@@ -94,6 +104,8 @@ export interface DeadJob {
   lastError: string | null;
   eventId: string | null;
   endpoint: string | null;
+  /** Its ordering key, when the statement that moved it returns it. */
+  orderingKey?: string | null;
   reason: DeadReason;
 }
 

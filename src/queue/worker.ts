@@ -69,6 +69,16 @@ export class WorkerPool {
         opts.onFinished?.(f, changed, runAt);
         if (runAt) this.claims.dueIn(runAt.getTime() - Date.now());
       },
+      // The next job of a key whose head finished here comes back claimed for this pool: it runs
+      // as a claimed one does (waiting for its endpoint's slot if need be).
+      ordering: {
+        workerId: this.workerId,
+        leaseMs: opts.leaseMs,
+        channel: opts.channel,
+        onHanded: (jobs) => {
+          for (const job of jobs) this.runClaimed(job, false);
+        },
+      },
     });
     this.heartbeat = new Heartbeat({
       pool: opts.pool,
@@ -155,12 +165,12 @@ export class WorkerPool {
    * Run a job this pool's worker id has claimed outside the claim loop (a circuit breaker's probe,
    * claimProbes), on a slot taken now. After stop() began it is handed back at once, attempt unspent.
    */
-  runClaimed(job: ClaimedJob): void {
+  runClaimed(job: ClaimedJob, now = true): void {
     if (this.stopping) {
       void releaseJobs(this.opts.pool, [{ leased: { id: job.id, leaseToken: job.leaseToken }, delayMs: 0 }]).catch(() => undefined);
       return;
     }
-    this.run(job, false, true);
+    this.run(job, false, now);
   }
 
   async start(): Promise<void> {

@@ -27,6 +27,7 @@ export const SEVERITY: Readonly<Record<AlertAction, Severity>> = {
   'topic.event_rejected': 'warning',
   'endpoint.circuit_closed': 'info',
   'endpoint.failing_resolved': 'info',
+  'webhook.key_blocked': 'critical',
 };
 
 const RESOLVES: Partial<Record<AlertAction, string>> = {
@@ -79,6 +80,11 @@ export function summary(a: SinkAlert): string {
       return `outbox event ${str(d['event_id']) ?? '?'} of ${str(d['topic']) ?? '?'} was rejected, delivered to no one: ${short(
         Array.isArray(d['problems']) ? (d['problems'] as unknown[]).join('; ') : '',
       )}`;
+    case 'webhook.key_blocked':
+      return (
+        `ordering key ${short(d['ordering_key'], 80)} of endpoint ${ep} is blocked: its head ${str(d['job_id']) ?? '?'} went dead ` +
+        `(strict ordering); retry or skip the head to let the rest go: ${short(d['last_error'])}`
+      );
     case 'job.dead_letter':
       return (
         `job ${str(d['job_id']) ?? '?'} (${str(d['type']) ?? '?'}) went dead after ${num(d['attempts']) ?? '?'} attempts ` +

@@ -82,6 +82,8 @@ export function deadLetterHook(alertsChannel: string, sinks: AlertSinks | null =
         res.rows.map((r) => ({ id: Number(r.id), action: r.action, createdAt: r.created_at, details: r.details })),
       );
     }
+    const keyed = jobs.filter((j) => j.orderingKey != null && j.endpoint !== null);
+    if (keyed.length > 0) await keyBlockedAlerts(client, keyed, alertsChannel, sinks);
   };
   return async (client: pg.ClientBase, jobs: DeadJob[]) => {
     if (jobs.length === 0) return;
@@ -95,4 +97,39 @@ export function deadLetterHook(alertsChannel: string, sinks: AlertSinks | null =
 function traceOfJob(j: DeadJob): TraceCarrier | undefined {
   const p = j.payload as { traceparent?: unknown; tracestate?: unknown } | null;
   return typeof p === 'object' && p !== null ? carrierOf(p.traceparent, p.tracestate) : undefined;
+}
+
+/**
+ * Of these dead jobs, the heads that now block their keys (a strict endpoint's, docs/operations.md#blocked-keys):
+ * one `webhook.key_blocked` alert each, with its inbox messages, NOTIFY and sinks, as a dead letter's.
+ */
+async function keyBlockedAlerts(
+  client: pg.ClientBase,
+  jobs: readonly DeadJob[],
+  alertsChannel: string,
+  sinks: AlertSinks | null,
+): Promise<void> {
+  const res = await client.query<LetterRow>(
+    `with b as (
+       select o.endpoint, o.ordering_key, o.head, j.last_error
+       from unnest($1::text[], $2::text[], $3::uuid[], $4::text[]) j(endpoint, okey, id, last_error)
+       join ordering_keys o on o.endpoint = j.endpoint and o.ordering_key = j.okey and o.head = j.id and o.blocked_at is not null),
+     a as (
+       insert into audit_log (action, actor, target_type, target_id, details)
+       select 'webhook.key_blocked', 'system', 'job', b.head::text,
+         jsonb_build_object('endpoint', b.endpoint, 'ordering_key', b.ordering_key, 'job_id', b.head, 'last_error', b.last_error)
+       from b
+       returning id, action, created_at, details),
+     n as (
+       insert into notifications (user_id, topic, data, event_id)
+       select u.id, 'webhook.key_blocked', a.details || jsonb_build_object('audit_id', a.id), null
+       from a cross join users u where u.role = 'admin' and u.revoked_at is null)
+     select a.id, a.action, a.created_at, a.details from a cross join (select pg_notify($5, max(id)::text) from a) nt`,
+    [jobs.map((j) => j.endpoint), jobs.map((j) => j.orderingKey), jobs.map((j) => j.id), jobs.map((j) => j.lastError), alertsChannel],
+  );
+  if (sinks && res.rows.length > 0)
+    await sinks.enqueue(
+      client,
+      res.rows.map((r) => ({ id: Number(r.id), action: r.action, createdAt: r.created_at, details: r.details })),
+    );
 }

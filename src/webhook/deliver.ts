@@ -71,6 +71,8 @@ export function createDeliverHandler(opts: DeliverOptions): OutcomeHandler {
       body,
       timestamp,
       extra: ep.headers,
+      orderingKey: job.orderingKey,
+      orderingSeq: job.orderingSeq,
     });
     // Its own trace, linked to the notify's (docs/operations.md#tracing); with propagate_trace the
     // receiver's trace continues from it.

@@ -76,6 +76,17 @@ export interface BuildHeadersOptions {
   timestamp: number;
   /** Endpoint-configured headers; they can never replace a protocol header. Only read. */
   extra?: Readonly<Record<string, string>>;
+  /** A keyed event's ordering key and its number within it for this endpoint (docs/receivers.md#ordered-events). */
+  orderingKey?: string | null | undefined;
+  orderingSeq?: number | null | undefined;
+}
+
+/**
+ * The X-ACW-Ordering-Key value: the key itself when it is printable ASCII without `%`, else its
+ * UTF-8 percent-encoded (encodeURIComponent). A receiver's decodeURIComponent gives the key either way.
+ */
+export function orderingKeyHeader(key: string): string {
+  return /^[\x21-\x24\x26-\x7e]+$/.test(key) ? key : encodeURIComponent(key);
 }
 
 // Headers the protocol owns (either scheme) or that undici must compute/rejects: an endpoint's
@@ -89,6 +100,8 @@ const RESERVED = new Set([
   'x-acw-timestamp',
   'x-acw-signature',
   'x-acw-signature-next',
+  'x-acw-ordering-key',
+  'x-acw-sequence',
   'webhook-id',
   'webhook-timestamp',
   'webhook-signature',
@@ -118,6 +131,11 @@ export function buildHeaders(opts: BuildHeadersOptions): Record<string, string> 
   headers['user-agent'] = USER_AGENT;
   headers['X-ACW-Topic'] = opts.topic;
   if (opts.schemaVersion !== undefined) headers['X-ACW-Schema-Version'] = String(opts.schemaVersion);
+  // In both schemes, as X-ACW-Topic: Standard Webhooks has no header of its own for them.
+  if (opts.orderingKey != null) {
+    headers['X-ACW-Ordering-Key'] = orderingKeyHeader(opts.orderingKey);
+    if (opts.orderingSeq != null) headers['X-ACW-Sequence'] = String(opts.orderingSeq);
+  }
   if (opts.scheme === 'acw') {
     headers['X-ACW-Event-Id'] = opts.jobId;
     headers['X-ACW-Timestamp'] = String(opts.timestamp);

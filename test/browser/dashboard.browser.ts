@@ -391,6 +391,29 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     );
   });
 
+  it('lists a blocked ordering key with its head and lets an admin skip the head', async () => {
+    // A strict endpoint's key whose head went dead (docs/operations.md#blocked-keys), recorded as the service records it.
+    const head = '01890000-0000-7000-8000-00000000b10c';
+    await db.pool.query(
+      `insert into jobs (id, type, payload, status, attempts, max_attempts, endpoint, last_error)
+       values ($1, 'webhook.deliver', '{"topic": "order.paid"}', 'dead', 2, 2, 'default', 'HTTP 500: receiver says no')`,
+      [head],
+    );
+    await db.pool.query(`update job_history set ordering_key = 'order-42', ordering_seq = 1 where id = $1`, [head]);
+    await db.pool.query(
+      `insert into ordering_keys (endpoint, ordering_key, last_seq, last_pos, head, strict, blocked_at) values ('default', 'order-42', 1, 1, $1, true, now())`,
+      [head],
+    );
+    await page.goto(`${base}/#/endpoints`);
+    const blocked = page.getByRole('region', { name: 'Blocked ordering keys' });
+    await blocked.getByRole('row', { name: /order-42/ }).waitFor();
+    await blocked.getByText('HTTP 500: receiver says no').waitFor();
+    await shoot('endpoints-blocked-key');
+    await blocked.getByRole('button', { name: 'Skip the head of order-42' }).click();
+    await page.getByRole('status').filter({ hasText: 'The head of order-42 stays dead' }).waitFor();
+    expect((await api('GET', '/v1/ordering/blocked', TOKENS.admin)).body.items).toEqual([]);
+  });
+
   it('creates an endpoint and shows its secret once, edits it, rotates its secret, and replays a window after a dry run', async () => {
     await page.goto(`${base}/#/endpoints`);
     await page.getByRole('button', { name: 'Create endpoint' }).click();

@@ -150,6 +150,9 @@ export interface Delivery {
   validSignature: boolean;
   /** A 2xx status went out on a connection still open: the receiver took the delivery. */
   acked: boolean;
+  /** X-ACW-Ordering-Key and X-ACW-Sequence, for a keyed event. */
+  orderingKey?: string | undefined;
+  sequence?: number | undefined;
 }
 
 /** `n` is how many requests this receiver has had for the job so far, this one included. */
@@ -201,6 +204,11 @@ export async function startChaosReceiver(name: string, behaviour: Behaviour = ()
         eventId = undefined;
       }
       const d: Delivery = { jobId, eventId, validSignature: validSignature(secret, req, body), acked: false };
+      const key = req.headers['x-acw-ordering-key'];
+      if (typeof key === 'string') {
+        d.orderingKey = key;
+        d.sequence = Number(req.headers['x-acw-sequence']);
+      }
       deliveries.push(d);
       const n = (perJob.get(jobId) ?? 0) + 1;
       perJob.set(jobId, n);

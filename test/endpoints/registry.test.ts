@@ -547,6 +547,7 @@ describe('EndpointRegistry', () => {
 
 /** A stored row of endpoint `row`, sealed, with nothing optional set. */
 const base = (over: Partial<StoredRow> = {}): StoredRow => ({
+  ordering: 'relaxed',
   name: 'row',
   url: 'https://row.example.com/h',
   topics: ['a.b'],
@@ -582,6 +583,7 @@ describe('a stored row as the service uses it', () => {
       max_in_flight: 7,
       rate_limit: 30,
       scheme: 'acw',
+      ordering: 'relaxed',
       headers: {},
       enabled: true,
       source: 'api',

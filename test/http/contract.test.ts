@@ -105,6 +105,22 @@ describe('every operation', () => {
     await hit('retryJob', 'POST', `/v1/jobs/${pending}/retry`, as(admin));
     await hit('cancelJob', 'POST', `/v1/jobs/${pending}/cancel`, as(admin));
     await hit('cancelJob', 'POST', `/v1/jobs/${pending}/cancel`, as(admin));
+    await hit('listBlockedKeys', 'GET', '/v1/ordering/blocked?endpoint=default', as(admin));
+    await hit('listBlockedKeys', 'GET', '/v1/ordering/blocked?limit=0', as(admin));
+    // A blocked key: a dead head recorded as such (docs/operations.md#blocked-keys).
+    for (const [key, op, action] of [
+      ['contract-k1', 'retryKeyHead', 'retry-head'],
+      ['contract-k2', 'skipKeyHead', 'skip-head'],
+    ] as const) {
+      const head = await insertJob(db.pool, { status: 'dead' });
+      await db.pool.query(`update job_history set endpoint = 'default', ordering_key = $1, ordering_seq = 1 where id = $2`, [key, head]);
+      await db.pool.query(
+        `insert into ordering_keys (endpoint, ordering_key, last_seq, last_pos, head, strict, blocked_at) values ('default', $1, 1, 1, $2, true, now())`,
+        [key, head],
+      );
+      await hit(op, 'POST', `/v1/ordering/blocked/${action}`, as(admin, { body: { endpoint: 'default', ordering_key: key } }));
+      await hit(op, 'POST', `/v1/ordering/blocked/${action}`, as(admin, { body: { endpoint: 'default', ordering_key: key } }));
+    }
     await hit('redriveJobs', 'POST', '/v1/jobs/redrive', as(admin, { body: { dry_run: true } }));
     await hit('redriveJobs', 'POST', '/v1/jobs/redrive', as(admin, { body: { status: 'pending' } }));
 

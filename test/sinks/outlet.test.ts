@@ -33,6 +33,7 @@ const DETAILS: Record<AlertAction, Record<string, unknown>> = {
   'webhook.dead_letter': { endpoint: 'shop', job_id: 'j-1', topic: 'order.paid', attempts: 6, reason: 'attempts', last_error: 'HTTP 503' },
   'job.dead_letter': { endpoint: null, job_id: 'j-2', type: 'report.build', attempts: 3, reason: 'permanent', last_error: 'boom' },
   'topic.event_rejected': { event_id: 'e-1', topic: 'order.paid', pointer: '/data/order_id', problems: ['/data/order_id: required'] },
+  'webhook.key_blocked': { endpoint: 'shop', ordering_key: 'order-7', job_id: 'j-3', last_error: 'HTTP 503' },
 };
 
 describe('sink bodies', () => {
@@ -47,6 +48,7 @@ describe('sink bodies', () => {
       'endpoint shop is failing: at least half of its last 20 deliveries were refused (422, 400)',
       'endpoint shop is no longer failing; 12 of its jobs went dead meanwhile',
       'outbox event e-1 of order.paid was rejected, delivered to no one: /data/order_id: required',
+      'ordering key order-7 of endpoint shop is blocked: its head j-3 went dead (strict ordering); retry or skip the head to let the rest go: HTTP 503',
     ]);
     expect(ALERT_ACTIONS.map((a) => SEVERITY[a])).toEqual([
       'warning',
@@ -57,6 +59,7 @@ describe('sink bodies', () => {
       'critical',
       'info',
       'warning',
+      'critical',
     ]);
   });
 

@@ -63,6 +63,24 @@ describe('buildHeaders', () => {
     });
   });
 
+  it('a keyed event carries X-ACW-Ordering-Key and X-ACW-Sequence in both schemes, the key encoded only when it must be', () => {
+    for (const scheme of ['acw', 'standard'] as const) {
+      const h = buildHeaders({ ...base, secret: scheme === 'acw' ? SECRET : WHSEC, scheme, orderingKey: 'order:42', orderingSeq: 7 });
+      expect([h['X-ACW-Ordering-Key'], h['X-ACW-Sequence']]).toEqual(['order:42', '7']);
+    }
+    for (const key of ['commande é', '50%', ' lead', 'tab\there']) {
+      const h = buildHeaders({ ...base, scheme: 'acw', orderingKey: key, orderingSeq: 1 });
+      expect(h['X-ACW-Ordering-Key']).toMatch(/^[\x21-\x7e]+$/);
+      expect(decodeURIComponent(h['X-ACW-Ordering-Key']!)).toBe(key);
+    }
+    // A receiver's decodeURIComponent of a key sent as it is gives it back too.
+    expect(decodeURIComponent('order:42')).toBe('order:42');
+    // Protocol headers: an endpoint's extra headers cannot set them.
+    const extra = { 'x-acw-sequence': '999', 'X-ACW-Ordering-Key': 'forged' };
+    expect(buildHeaders({ ...base, scheme: 'acw', extra })).not.toHaveProperty('x-acw-sequence');
+    expect(buildHeaders({ ...base, scheme: 'acw', extra })).not.toHaveProperty('X-ACW-Ordering-Key');
+  });
+
   it('sends the Standard Webhooks headers plus X-ACW-Topic for scheme standard', () => {
     const h = buildHeaders({ ...base, secret: WHSEC, scheme: 'standard' });
     expect(h).toEqual({

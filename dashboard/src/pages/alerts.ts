@@ -14,13 +14,15 @@ const LABEL: Record<string, string> = {
   'endpoint.failing': 'Endpoint failing',
   'endpoint.failing_resolved': 'Endpoint no longer failing',
   'topic.event_rejected': 'Outbox event rejected',
+  'webhook.key_blocked': 'Ordering key blocked',
 };
 
 const num = (a: Alert, k: string): number | null => (typeof a[k] === 'number' ? (a[k] as number) : null);
 
 function describe(a: Alert): VNode {
   const jobId = typeof a.job_id === 'string' ? a.job_id : null;
-  const parts = [a.endpoint, a.topic, a.reason ?? a.last_error ?? a.error].filter((x) => typeof x === 'string' && x) as string[];
+  const key = typeof a.ordering_key === 'string' ? `key ${a.ordering_key}` : null;
+  const parts = [a.endpoint, key, a.topic, a.reason ?? a.last_error ?? a.error].filter((x) => typeof x === 'string' && x) as string[];
   // What a resolving alert says about the condition it ends (docs/operations.md#alerts).
   const down = num(a, 'downtime_ms');
   if (down !== null) parts.push(`down ${duration(down / 1000)}`);

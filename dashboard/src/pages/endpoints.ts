@@ -6,6 +6,7 @@ import { absolute, ErrorNote, Table, Time, useAction } from '../ui.js';
 import { ReplayForm, RotateForm, SecretBox } from './endpoint-actions.js';
 import { EndpointForm } from './endpoint-form.js';
 import { AttentionBox, byHealth, HealthCell } from './endpoint-health.js';
+import { BlockedKeys } from './blocked-keys.js';
 
 /** What a row's run-time action opens above the table (one at a time). */
 type Panel = { kind: 'edit' | 'rotate' | 'replay'; endpoint: Endpoint };
@@ -180,5 +181,6 @@ export function EndpointsPage({ admin }: { admin: boolean }): VNode {
         : error
           ? null
           : html`<p role="status">Loading…</p>`
-    }`;
+    }
+    <${BlockedKeys} admin=${admin} />`;
 }

@@ -13,6 +13,7 @@ import {
   revokeUser,
 } from '../../admin/index.js';
 import { acknowledgeAlert, acknowledgeAlerts } from '../../admin/alert-acks.js';
+import { listBlockedKeys, retryHead, skipHead } from '../../admin/ordering.js';
 import { parseAlertActions, type AlertAction } from '../../admin/alerts.js';
 import { parseDuration, resolveEndpoints, type Config } from '../../config/index.js';
 import type { Queryable } from '../../db/pool.js';
@@ -109,6 +110,26 @@ export async function jobsRetry(io: CliIo, id: string, o: GlobalOptions): Promis
 
 export async function jobsCancel(io: CliIo, id: string, o: GlobalOptions): Promise<void> {
   await admin(io, o, async ({ pool }) => printJson(io, await cancelJob(pool, id, actor(io))));
+}
+
+interface BlockedOptions extends GlobalOptions {
+  endpoint?: string;
+  limit: string;
+}
+
+export async function jobsBlocked(io: CliIo, o: BlockedOptions): Promise<void> {
+  const limit = positiveInt(o.limit, '--limit');
+  await admin(io, o, async ({ pool }) => {
+    for (const k of (await listBlockedKeys(pool, { endpoint: o.endpoint, limit })).items) if (!printJson(io, k)) break;
+  });
+}
+
+export async function jobsRetryHead(io: CliIo, endpoint: string, key: string, o: GlobalOptions): Promise<void> {
+  await admin(io, o, async ({ pool, jobsChannel }) => printJson(io, await retryHead(pool, endpoint, key, actor(io), jobsChannel)));
+}
+
+export async function jobsSkipHead(io: CliIo, endpoint: string, key: string, o: GlobalOptions): Promise<void> {
+  await admin(io, o, async ({ pool, jobsChannel }) => printJson(io, await skipHead(pool, endpoint, key, actor(io), jobsChannel)));
 }
 
 const deadJobs = (n: number): string => `${n} dead job${n === 1 ? '' : 's'}`;

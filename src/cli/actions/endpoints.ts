@@ -79,6 +79,7 @@ interface EndpointFlags extends GlobalOptions {
   url?: string;
   topics?: string;
   scheme?: string;
+  ordering?: string;
   header?: string[];
   timeout?: string;
   maxInFlight?: string;
@@ -99,6 +100,7 @@ function bodyOf(o: EndpointFlags): Record<string, unknown> {
       .map((t) => t.trim())
       .filter((t) => t !== '');
   if (o.scheme !== undefined) body['scheme'] = o.scheme;
+  if (o.ordering !== undefined) body['ordering'] = o.ordering;
   if (o.header !== undefined) {
     const headers: Record<string, string> = {};
     for (const h of o.header) {

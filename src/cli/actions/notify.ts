@@ -14,6 +14,7 @@ interface NotifyOptions extends GlobalOptions {
   data: string;
   recipients?: string;
   idempotencyKey?: string;
+  orderingKey?: string;
 }
 
 export async function notify(io: CliIo, topic: string, o: NotifyOptions): Promise<void> {
@@ -38,6 +39,8 @@ export async function notify(io: CliIo, topic: string, o: NotifyOptions): Promis
         }
       : {}),
     ...(o.idempotencyKey ? { idempotency_key: o.idempotencyKey } : {}),
+    // Given empty, it is refused (naming the field) rather than dropped.
+    ...(o.orderingKey !== undefined ? { ordering_key: o.orderingKey } : {}),
   });
   if (!parsed.success) {
     throw new ExitError(EXIT.usage, parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('\n'));

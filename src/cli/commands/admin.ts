@@ -51,6 +51,27 @@ export function registerJobs(program: Command, run: CliRun): void {
     .option('--json', 'the JSON line even on a terminal')
     .option('-c, --config <file>', 'config file')
     .action(lazy(run, actions, 'jobsRedrive'));
+  jobs
+    .command('blocked')
+    .description('ordering keys held behind their dead head (strict endpoints), the longest blocked first: JSON lines')
+    .option('--endpoint <name>', 'endpoint name')
+    .option('--limit <n>', 'at most this many', '100')
+    .option('-c, --config <file>', 'config file')
+    .action(lazy(run, actions, 'jobsBlocked'));
+  jobs
+    .command('retry-head')
+    .description("send a blocked key's dead head again, first; the key goes on once it is delivered")
+    .argument('<endpoint>', 'endpoint name')
+    .argument('<ordering-key>', 'the blocked key')
+    .option('-c, --config <file>', 'config file')
+    .action(lazy(run, actions, 'jobsRetryHead'));
+  jobs
+    .command('skip-head')
+    .description("leave a blocked key's dead head dead and let the key's next event go")
+    .argument('<endpoint>', 'endpoint name')
+    .argument('<ordering-key>', 'the blocked key')
+    .option('-c, --config <file>', 'config file')
+    .action(lazy(run, actions, 'jobsSkipHead'));
 }
 
 export function registerUsers(program: Command, run: CliRun): void {

@@ -35,6 +35,7 @@ function withEndpointFlags(cmd: Command): Command {
     .option('--url <url>', 'http(s) URL the POST goes to')
     .option('--topics <list>', 'comma-separated whitelist: exact topics, "prefix.*" or "*"')
     .option('--scheme <scheme>', 'acw (X-ACW-* headers) or standard (Standard Webhooks)')
+    .option('--ordering <ordering>', 'keyed events after a dead head: relaxed (the next goes) or strict (the key waits for an operator)')
     .option('--header <name=value>', 'an extra request header (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
     .option('--timeout <duration>', 'per-attempt timeout, 100ms to 60s')
     .option('--max-in-flight <n>', 'concurrent deliveries per process')

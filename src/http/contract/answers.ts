@@ -13,7 +13,7 @@ import { JOB_STATUSES } from '../../admin/job-view.js';
 import { ALERT_ACTIONS } from '../../admin/alerts.js';
 import { HEALTH_WORDS, type CircuitState } from '../../endpoint-state/types.js';
 import { REPLAY_STATUSES } from '../../admin/replay.js';
-import { SCHEMES } from '../../config/schema.js';
+import { ORDERINGS, SCHEMES } from '../../config/schema.js';
 import type { JobStatus } from '../../queue/types.js';
 import { ROLES } from '../../roles.js';
 
@@ -137,6 +137,25 @@ export const redriveAnswer = z.object({
   dry_run: z.literal(true).optional(),
 });
 
+// ---- ordering keys --------------------------------------------------------------------------
+
+export const blockedKey = z.object({
+  endpoint: z.string(),
+  ordering_key: z.string(),
+  head_job_id: id.describe('the dead head; `GET /v1/jobs/:id` shows its attempts'),
+  blocked_at: instant,
+  last_error: z.string().nullable().describe("the head's last error"),
+  waiting: count.describe('events of the key waiting behind it (counted up to 10,000)'),
+  waiting_capped: z.boolean().describe('true: there are at least `waiting`'),
+});
+export const blockedKeyList = z.object({ items: z.array(blockedKey) });
+export const headActionAnswer = z.object({
+  endpoint: z.string(),
+  ordering_key: z.string(),
+  head_job_id: id,
+  action: z.enum(['retried', 'skipped']),
+});
+
 // ---- endpoints ----------------------------------------------------------------------------
 
 export const endpointAnswer = z.object({
@@ -150,6 +169,7 @@ export const endpointAnswer = z.object({
   topics: z.array(z.string()).readonly(),
   enabled: z.boolean(),
   scheme: z.enum(SCHEMES),
+  ordering: z.enum(ORDERINGS).describe('keyed events after a dead head: relaxed lets the next go, strict blocks the key'),
   timeout_ms: z.int(),
   max_in_flight: z.int(),
   rotate_until: instant.nullable().describe('a secret rotation under way until then: both secrets sign'),
@@ -240,7 +260,7 @@ export const alertAnswer = z
     flaps: count.describe('how many more times its condition began while it stood (a circuit that opened again)'),
   })
   .describe(
-    'a dead letter: job_id, type, endpoint, topic, event_id, attempts, reason, last_error; an endpoint alert: endpoint and its state',
+    'a dead letter: job_id, type, endpoint, topic, event_id, attempts, reason, last_error; an endpoint alert: endpoint and its state; a blocked ordering key: endpoint, ordering_key, job_id (its dead head), last_error',
   );
 export const alertPage = z.object({ items: z.array(alertAnswer), next_cursor: cursor });
 export const ackAlertsAnswer = z.object({

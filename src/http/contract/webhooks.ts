@@ -25,6 +25,16 @@ const COMMON_HEADERS: Record<string, Json> = {
     digits,
     false,
   ),
+  'X-ACW-Ordering-Key': header(
+    "only for an event notified with an `ordering_key`: the key, percent-encoded (UTF-8) when it has a character outside printable ASCII or a `%` (decodeURIComponent gives the key either way). The key's deliveries to this endpoint come one at a time, in order",
+    { type: 'string', minLength: 1 },
+    false,
+  ),
+  'X-ACW-Sequence': header(
+    "with X-ACW-Ordering-Key: the event's number within its key for this endpoint (1, 2, 3, ...), kept by retries and replays: a gap or a repeat shows",
+    digits,
+    false,
+  ),
 };
 
 /** Scheme `acw` (the default): our HMAC headers. */

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { cancelJob, getJob, listJobs, redriveJobs, retryJob } from '../../admin/jobs.js';
+import { listBlockedKeys, retryHead, skipHead } from '../../admin/ordering.js';
 import type { Service } from '../../service.js';
 import { principalOf } from '../auth.js';
 import { ApiError } from '../../errors.js';
@@ -22,6 +23,14 @@ export function jobRoutes(app: FastifyInstance, svc: Service): void {
   route(app, 'retryJob', async ({ params: { id } }, req) => retryJob(pool, id, principalOf(req).name, svc.channels.jobs, disabled()));
 
   route(app, 'cancelJob', async ({ params: { id } }, req) => cancelJob(pool, id, principalOf(req).name));
+
+  route(app, 'listBlockedKeys', async ({ query }) => listBlockedKeys(pool, query));
+  route(app, 'retryKeyHead', async ({ body }, req) =>
+    retryHead(pool, body.endpoint, body.ordering_key, principalOf(req).name, svc.channels.jobs),
+  );
+  route(app, 'skipKeyHead', async ({ body }, req) =>
+    skipHead(pool, body.endpoint, body.ordering_key, principalOf(req).name, svc.channels.jobs),
+  );
 
   route(app, 'redriveJobs', async ({ body: f }, req) => {
     const { count } = await redriveJobs(pool, f, principalOf(req).name, svc.channels.jobs);

@@ -10,9 +10,9 @@
 export const FINISH = (src: string, status: 'completed' | 'dead' | 'cancelled', lastError = 'm.last_error'): string =>
   `hist as (
     insert into job_history (id, type, payload, status, attempts, max_attempts, run_at, last_error, created_at, finished_at,
-      event_id, endpoint, topic, series_started_at)
+      event_id, endpoint, topic, series_started_at, ordering_key, ordering_seq)
     select m.id, m.type, m.payload, '${status}', m.attempts, m.max_attempts, m.run_at, ${lastError}, m.created_at, now(),
-      m.event_id, m.endpoint, m.payload->>'topic', m.series_started_at from ${src} m
+      m.event_id, m.endpoint, m.payload->>'topic', m.series_started_at, m.ordering_key, m.ordering_seq from ${src} m
     returning id, type, status, attempts, max_attempts, run_at, last_error, created_at, topic, endpoint, event_id),
   tally as (
     insert into job_counts as c (minute, slot, ${status})

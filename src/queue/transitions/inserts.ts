@@ -2,6 +2,7 @@ import type { Queryable } from '../../db/pool.js';
 import { epochMs, toLeasedJob, type InsertRow } from '../job-rows.js';
 import type { ClaimedJob, NewJob } from '../types.js';
 import type { InsertedJobs, LeaseOptions } from '../transition-types.js';
+import { insertKeyedJobs } from './ordering.js';
 
 // Inserts: new jobs, pending, or running under a lease of the process that made them (the
 // module's rules: ../transitions.ts).
@@ -40,6 +41,24 @@ export async function insertJobs(
   opts: { skipExisting?: boolean } = {},
 ): Promise<InsertedJobs> {
   if (jobs.length === 0) return { ids: [], leased: [] };
+  if (jobs.some((j) => j.orderingKey != null)) {
+    // Keyed jobs take their place in their key's queue (transitions/ordering.ts); the rest go in as ever.
+    const rest = await insertJobs(
+      db,
+      jobs.filter((j) => j.orderingKey == null),
+      channel,
+      lease,
+      opts,
+    );
+    const keyed = await insertKeyedJobs(
+      db,
+      jobs.filter((j) => j.orderingKey != null),
+      channel,
+      lease,
+      opts,
+    );
+    return { ids: [...rest.ids, ...keyed.ids], leased: [...rest.leased, ...keyed.leased] };
+  }
   // One json parameter built by one JSON.stringify, as for attempt rows (attempt-rows.ts): nine
   // arrays cost pg an escape per element (the payload's body escaped twice), 6% of a batch
   // notify's CPU. A JSON null is an SQL null there, hence the coalesce (the payload column is not null).

@@ -1,6 +1,8 @@
 import type { Queryable } from '../../db/pool.js';
 import { LIVE_JOB_COLUMNS, redriveWhere, type JobRow, type RedriveMatch } from '../job-rows.js';
 import { FINISH, KEEP_ATTEMPTS } from './history-moves.js';
+import { advanceKeys, requeueKeyed } from './ordering.js';
+import { keyedFinished } from './sweeps.js';
 
 // The operator's moves (admin/job-actions.ts checks the state, locks, audits and notifies), an
 // endpoint's force-delete and replay (the module's rules: ../transitions.ts). A job taken back
@@ -13,9 +15,9 @@ import { FINISH, KEEP_ATTEMPTS } from './history-moves.js';
  */
 const REQUEUE = (src: string): string =>
   `insert into job_queue (id, type, payload, status, attempts, max_attempts, run_at, last_error, created_at, updated_at,
-    event_id, endpoint, series_started_at)
+    event_id, endpoint, series_started_at, ordering_key, ordering_seq)
   select m.id, m.type, m.payload, 'pending', 0, m.max_attempts, now(), m.last_error, m.created_at, now(),
-    m.event_id, m.endpoint, now() from ${src} m`;
+    m.event_id, m.endpoint, now(), m.ordering_key, m.ordering_seq from ${src} m`;
 
 /**
  * Take the history rows `pick` names (a select of `id, finished_at` from job_history, locked, SKIP
@@ -32,20 +34,26 @@ export async function operatorRetryJob(client: Queryable, id: string): Promise<J
     FROM_HISTORY(`select id, finished_at from job_history where id = $1`, `select ${LIVE_JOB_COLUMNS} from ins`),
     [id],
   );
+  // A keyed job joins its key's queue (at its head when the key has none, or it was the key's blocked head).
+  await requeueKeyed(client, [id]);
   return res.rows[0]!;
 }
 
 /** Operator cancel: pending -> cancelled (into job_history). The caller holds the row lock. */
-export async function operatorCancelJob(client: Queryable, id: string): Promise<JobRow> {
-  const res = await client.query<JobRow>(
+export async function operatorCancelJob(client: Queryable, id: string, channel: string | null = null): Promise<JobRow> {
+  const res = await client.query<JobRow & { ordering_key: string | null }>(
     `with moved as (delete from job_queue j where j.id = $1 returning j.*),
        ${FINISH('moved', 'cancelled')},
        kept as (${KEEP_ATTEMPTS('moved')})
-     select id, type, status, attempts, max_attempts, run_at, last_error, created_at, null::timestamptz as completed_at, topic, endpoint, event_id
+     select id, type, status, attempts, max_attempts, run_at, last_error, created_at, null::timestamptz as completed_at, topic, endpoint, event_id,
+       (select ordering_key from moved) as ordering_key
      from hist`,
     [id],
   );
-  return res.rows[0]!;
+  const { ordering_key, ...row } = res.rows[0]!;
+  // A cancelled head lets its key's next job go.
+  await advanceKeys(client, keyedFinished([{ ...row, ordering_key, dead: false }]), channel);
+  return row;
 }
 
 /**
@@ -54,9 +62,11 @@ export async function operatorCancelJob(client: Queryable, id: string): Promise<
  */
 export async function cancelEndpointJobs(client: Queryable, endpoint: string): Promise<number> {
   const res = await client.query<{ n: number }>(
-    `with moved as (delete from job_queue j where j.status = 'pending' and j.endpoint = $1 returning j.*),
+    `with moved as (delete from job_queue j where j.status in ('pending', 'behind') and j.endpoint = $1 returning j.*),
        ${FINISH('moved', 'cancelled', `'endpoint deleted'`)},
-       kept as (${KEEP_ATTEMPTS('moved')})
+       kept as (${KEEP_ATTEMPTS('moved')}),
+       -- Its keys go with it (a running head that finishes later finds no key to move on).
+       keys as (delete from ordering_keys where endpoint = $1)
      select count(*)::int as n from moved`,
     [endpoint],
   );
@@ -67,10 +77,14 @@ export async function cancelEndpointJobs(client: Queryable, endpoint: string): P
 export async function operatorRedriveJobs(client: Queryable, m: RedriveMatch): Promise<number> {
   const { where, values } = redriveWhere(m);
   // SKIP LOCKED: a dead job another move holds right now is simply not redriven.
-  const res = await client.query<{ n: number }>(
-    FROM_HISTORY(`select id, finished_at from job_history where ${where} for update skip locked`, `select count(*)::int as n from ins`),
+  const res = await client.query<{ n: number; keyed: string[] | null }>(
+    FROM_HISTORY(
+      `select id, finished_at from job_history where ${where} for update skip locked`,
+      `select count(*)::int as n, array_agg(id) filter (where ordering_key is not null) as keyed from ins`,
+    ),
     values,
   );
+  await requeueKeyed(client, res.rows[0]?.keyed ?? []);
   return res.rows[0]?.n ?? 0;
 }
 
@@ -87,14 +101,16 @@ export async function replayJobs(
   client: Queryable,
   m: { endpoint: string; since: Date; until: Date; statuses: readonly string[] },
 ): Promise<number> {
-  const res = await client.query<{ n: number }>(
+  const res = await client.query<{ n: number; keyed: string[] | null }>(
     FROM_HISTORY(
       `select id, finished_at from job_history
          where endpoint = $1 and created_at >= $2 and created_at < $3 and status = any($4::text[]) and status in ('dead', 'completed')
          for update skip locked`,
-      `select count(*)::int as n from ins`,
+      `select count(*)::int as n, array_agg(id) filter (where ordering_key is not null) as keyed from ins`,
     ),
     [m.endpoint, m.since, m.until, m.statuses],
   );
+  // Keyed jobs join their keys' queues in sequence order: the window is sent in order per key.
+  await requeueKeyed(client, res.rows[0]?.keyed ?? []);
   return res.rows[0]?.n ?? 0;
 }

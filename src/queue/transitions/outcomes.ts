@@ -3,7 +3,7 @@ import { withTransaction, type Queryable } from '../../db/pool.js';
 import { attemptArrays } from '../attempt-rows.js';
 import { ATTEMPTS_SPENT, CLEAR_LEASE, HELD, NOT_SKIPPED, dbToLocal, toDead, type TransitionRow } from '../job-rows.js';
 import { FINISH, KEEP_ATTEMPTS } from './history-moves.js';
-import type { AttemptRecord, DeadHook, LeaseRef } from '../types.js';
+import type { AttemptRecord, DeadHook, DeadJob, LeaseRef } from '../types.js';
 import type { FailItem, FailResult, ReleaseItem } from '../transition-types.js';
 
 // A worker's writes on the jobs it holds: each guarded by id + lease_token + status 'running', with
@@ -53,6 +53,16 @@ export async function completeJobs(
  */
 export async function failJobs(pool: pg.Pool, items: readonly FailItem[], onDead?: DeadHook): Promise<FailResult> {
   if (items.length === 0) return { changed: new Map() };
+  return withTransaction(pool, async (client) => {
+    const { result, dead } = await failJobsIn(client, items);
+    if (dead.length > 0 && onDead) await onDead(client, dead);
+    return result;
+  });
+}
+
+/** failJobs' statement, in the caller's transaction (which runs the dead hook with `dead`). */
+export async function failJobsIn(client: Queryable, items: readonly FailItem[]): Promise<{ result: FailResult; dead: DeadJob[] }> {
+  if (items.length === 0) return { result: { changed: new Map() }, dead: [] };
   const att = attemptArrays(items);
   // Two guarded writes on disjoint rows: those with attempts left stay in job_queue, the others move.
   const guard = HELD;
@@ -63,7 +73,7 @@ export async function failJobs(pool: pg.Pool, items: readonly FailItem[], onDead
       update job_queue j set status = 'pending', run_at = now() + t.delay * interval '1 millisecond',
         last_error = t.error, ${NOT_SKIPPED}, ${CLEAR_LEASE}
       from t where ${guard} and not ${dead}
-      returning j.id, j.status, j.type, j.payload, j.attempts, j.max_attempts, j.last_error, j.event_id, j.endpoint, j.run_at),
+      returning j.id, j.status, j.type, j.payload, j.attempts, j.max_attempts, j.last_error, j.event_id, j.endpoint, j.run_at, j.ordering_key),
     moved as (
       delete from job_queue j using t where ${guard} and ${dead}
       returning j.*, t.error as error),
@@ -71,7 +81,7 @@ export async function failJobs(pool: pg.Pool, items: readonly FailItem[], onDead
     kept as (${KEEP_ATTEMPTS('moved')})${att ? att.cte(6, '(select id, false as dead from upd union all select id, true from moved)') : ''}
     select * from upd
     union all
-    select id, 'dead', type, payload, attempts, max_attempts, error, event_id, endpoint, run_at from moved`;
+    select id, 'dead', type, payload, attempts, max_attempts, error, event_id, endpoint, run_at, ordering_key from moved`;
   const values = [
     items.map((i) => i.leased.id),
     items.map((i) => i.leased.leaseToken),
@@ -82,18 +92,11 @@ export async function failJobs(pool: pg.Pool, items: readonly FailItem[], onDead
   ];
   // A job sent to dead on purpose keeps its reason; one that ran out of attempts says so.
   const reasons = new Map(items.map((i) => [i.leased.id, i.dead ? i.reason : ('max_attempts' as const)]));
-  return withTransaction(pool, async (client) => {
-    const res = await client.query<TransitionRow & { run_at: Date }>({ name: att ? 'acw_fail_att' : 'acw_fail', text, values });
-    const deadRows = res.rows.filter((r) => r.status === 'dead');
-    if (deadRows.length > 0 && onDead)
-      await onDead(
-        client,
-        deadRows.map((r) => toDead(r, reasons.get(r.id) ?? 'max_attempts')),
-      );
-    return {
-      changed: new Map(res.rows.map((r) => [r.id, { status: r.status as 'pending' | 'dead', runAt: r.run_at }])),
-    };
-  });
+  const res = await client.query<TransitionRow & { run_at: Date }>({ name: att ? 'acw_fail_att' : 'acw_fail', text, values });
+  return {
+    result: { changed: new Map(res.rows.map((r) => [r.id, { status: r.status as 'pending' | 'dead', runAt: r.run_at }])) },
+    dead: res.rows.filter((r) => r.status === 'dead').map((r) => toDead(r, reasons.get(r.id) ?? 'max_attempts')),
+  };
 }
 
 /**

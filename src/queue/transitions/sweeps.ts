@@ -3,6 +3,18 @@ import { withTransaction, type Queryable } from '../../db/pool.js';
 import { ATTEMPTS_SPENT, CLEAR_LEASE, toDead, type ReapedRow } from '../job-rows.js';
 import { FINISH, KEEP_ATTEMPTS } from './history-moves.js';
 import type { DeadHook } from '../types.js';
+import { advanceKeys, type FinishedKeyed } from './ordering.js';
+
+/** The keyed rows of a statement's dead (or cancelled) jobs, as advanceKeys takes them. */
+export function keyedFinished(
+  rows: ReadonlyArray<{ id: string; endpoint: string | null; ordering_key?: string | null; status?: string; dead?: boolean }>,
+): FinishedKeyed[] {
+  const out: FinishedKeyed[] = [];
+  for (const r of rows)
+    if (r.ordering_key != null && r.endpoint !== null)
+      out.push({ endpoint: r.endpoint, key: r.ordering_key, id: r.id, dead: r.dead ?? r.status === 'dead' });
+  return out;
+}
 import type { ExpiredRow, ExpiryCursor } from '../transition-types.js';
 
 // The process's own moves on jobs no worker has leased: the unpark at start, the reaper's expired
@@ -43,7 +55,8 @@ export async function reapJobs(
          upd as (
            update job_queue j set status = 'pending', run_at = now(), last_error = ${lost}, ${CLEAR_LEASE}
            from expired e where j.id = e.id and not ${ATTEMPTS_SPENT}
-           returning j.id, j.status, j.type, j.payload, j.attempts, j.max_attempts, j.last_error, j.event_id, j.endpoint, e.locked_by),
+           returning j.id, j.status, j.type, j.payload, j.attempts, j.max_attempts, j.last_error, j.event_id, j.endpoint, e.locked_by,
+             j.ordering_key),
          moved as (
            delete from job_queue j using expired e where j.id = e.id and ${ATTEMPTS_SPENT}
            returning j.*, ${lost} as error),
@@ -52,11 +65,13 @@ export async function reapJobs(
          done as (
            select * from upd
            union all
-           select id, 'dead', type, payload, attempts, max_attempts, error, event_id, endpoint, locked_by from moved)
+           select id, 'dead', type, payload, attempts, max_attempts, error, event_id, endpoint, locked_by, ordering_key from moved)
          select done.*, (select pg_notify($2, '') where exists (select 1 from upd)) as n from done`,
       [opts.batch, opts.channel],
     );
     const dead = res.rows.filter((r) => r.status === 'dead');
+    // A dead head moves its key on (or blocks it); its next job goes in pending, for any worker.
+    await advanceKeys(client, keyedFinished(dead), opts.channel);
     if (dead.length > 0 && opts.onDead)
       await opts.onDead(
         client,
@@ -77,7 +92,7 @@ export async function reapJobs(
  */
 export async function expireHeldJobs(
   client: Queryable,
-  opts: { maxAgeMs: number; batch: number; after?: ExpiryCursor | undefined },
+  opts: { maxAgeMs: number; batch: number; after?: ExpiryCursor | undefined; channel?: string | null },
 ): Promise<{ rows: ExpiredRow[]; next: ExpiryCursor | null }> {
   const res = await client.query<{ examined: number; last_run_at: string; last_id: string } & Partial<ExpiredRow>>(
     `with page as (
@@ -95,12 +110,13 @@ export async function expireHeldJobs(
        moved as (delete from job_queue j using old where j.id = old.id returning j.*),
        ${FINISH('moved', 'dead', `'endpoint unavailable'`)},
        kept as (${KEEP_ATTEMPTS('moved')}),
-       upd as (select id, type, payload, attempts, endpoint, event_id, series_started_at from moved)
+       upd as (select id, type, payload, attempts, endpoint, event_id, series_started_at, ordering_key from moved)
      select last.*, upd.* from last left join upd on true`,
     [opts.after?.runAt ?? '-infinity', opts.after?.id ?? '00000000-0000-0000-0000-000000000000', opts.maxAgeMs, opts.batch],
   );
   const first = res.rows[0];
   const rows = res.rows.filter((r): r is typeof r & ExpiredRow => r.id !== null && r.id !== undefined);
   const next = first && first.examined >= opts.batch ? { runAt: first.last_run_at, id: first.last_id } : null;
+  await advanceKeys(client, keyedFinished(rows.map((r) => ({ ...r, dead: true }))), opts.channel ?? null);
   return { rows, next };
 }
