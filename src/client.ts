@@ -4,12 +4,13 @@
 // routes' own schemas (src/http/contract/), imported as types only.
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
-import type { notifyAnswer } from './http/contract/answers.js';
 import type { notifyBody } from './http/schemas.js';
+import { AcwError, batchFailure, isRecord, type NotifyResult } from './client-error.js';
 import { activeCarrier } from './tracing/active.js';
 import type { AnyTopics } from './topic-map.js';
 
 export type { AnyTopics } from './topic-map.js';
+export { AcwError, batchFailure, type BatchProgress, type IndexRange, type NotifyResult, type TransportErrorCode } from './client-error.js';
 
 /** `POST /v1/notify`'s body as sent. */
 type WireEvent = z.input<typeof notifyBody>;
@@ -46,7 +47,6 @@ export interface NotifyOptions {
  * nothing new written; `warning`, no process running jobs has been seen in the last minute, so the
  * jobs wait until one runs (in a batch, the batch's warning on each of its events).
  */
-export type NotifyResult = z.output<typeof notifyAnswer>;
 
 /** What a service depends on to notify: the HTTP client and the in-memory test client both are one. */
 export interface NotifyClient<T extends object = AnyTopics> {
@@ -62,25 +62,6 @@ export type AcwClient<T extends object = AnyTopics> = NotifyClient<T>;
  * equal by a test: importing it would pull zod into the client). `notifyBatch` splits longer lists.
  */
 export const MAX_BATCH_EVENTS = 1000;
-
-/** Half-open index ranges into the events passed to `notifyBatch`: `start <= i < end`. */
-export interface IndexRange {
-  start: number;
-  end: number;
-}
-
-/**
- * How far a failed `notifyBatch` got. It sends `MAX_BATCH_EVENTS` at a time, in order, each request
- * all or nothing: `results` answers `events[0 .. results.length - 1]` (committed), `failed` is the
- * request that failed (nothing of it written, unless its answer was lost: status 0 or 5xx), and
- * `notSent` the events after it (empty when `start === end`). The same call again with the same keys
- * replays what was committed.
- */
-export interface BatchProgress {
-  results: NotifyResult[];
-  failed: IndexRange;
-  notSent: IndexRange;
-}
 
 export interface BackoffOptions {
   /** First retry waits up to this long (full jitter); it doubles per attempt. Default 100. */
@@ -103,75 +84,6 @@ export interface ClientOptions {
   /** Default `globalThis.fetch`. */
   fetch?: typeof globalThis.fetch;
   backoff?: BackoffOptions;
-}
-
-/** No HTTP response at all: `status` is 0 and `code` is one of these. */
-export type TransportErrorCode = 'network_error' | 'timeout';
-
-/**
- * A refused or failed call. `status`/`code`/`details` come from the server's
- * `{error: {code, message, details?}}` body; `status` is 0 when no response arrived.
- */
-export class AcwError extends Error {
-  override readonly name = 'AcwError';
-  readonly status: number;
-  readonly code: string;
-  readonly details: unknown;
-  /** How many HTTP attempts were made (0 when refused before sending). */
-  readonly attempts: number;
-  /** What the server's Retry-After asked for, when it sent one. */
-  readonly retryAfterMs: number | undefined;
-  /** Set when `notifyBatch` failed after sending: what was committed and what was not. */
-  readonly batch: BatchProgress | undefined;
-
-  constructor(
-    message: string,
-    init: {
-      status: number;
-      code: string;
-      details?: unknown;
-      attempts?: number;
-      retryAfterMs?: number;
-      batch?: BatchProgress;
-      cause?: unknown;
-    },
-  ) {
-    super(message, init.cause === undefined ? undefined : { cause: init.cause });
-    this.status = init.status;
-    this.code = init.code;
-    this.details = init.details;
-    this.attempts = init.attempts ?? 0;
-    this.retryAfterMs = init.retryAfterMs;
-    this.batch = init.batch;
-  }
-}
-
-/**
- * `err` from the request for `events[offset ..]` as the caller sees it: `events[i]` in its message and
- * details counted from the start of the caller's list, and the progress attached. Used by the
- * in-memory test client too, so both say it alike.
- */
-export function batchFailure(err: AcwError, offset: number, progress: BatchProgress): AcwError {
-  const shift = (v: unknown): unknown => {
-    if (typeof v === 'string') return v.replace(/events\[(\d+)\]/g, (_, i: string) => `events[${Number(i) + offset}]`);
-    if (Array.isArray(v)) return v.map(shift);
-    if (isRecord(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, shift(x)]));
-    return v;
-  };
-  const { failed, notSent } = progress;
-  const split = progress.results.length > 0 || notSent.end > notSent.start;
-  const where = split
-    ? ` (events ${failed.start}..${failed.end - 1} failed; ${progress.results.length} before them committed, ${notSent.end - notSent.start} after them not sent)`
-    : '';
-  return new AcwError((shift(err.message) as string) + where, {
-    status: err.status,
-    code: err.code,
-    details: shift(err.details),
-    attempts: err.attempts,
-    ...(err.retryAfterMs !== undefined ? { retryAfterMs: err.retryAfterMs } : {}),
-    batch: progress,
-    ...(err.cause !== undefined ? { cause: err.cause } : {}),
-  });
 }
 
 /** Statuses worth another attempt with the same idempotency key. Every other 4xx is final. */
@@ -201,10 +113,6 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
     }, ms);
     signal?.addEventListener('abort', onAbort, { once: true });
   });
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 function toResult(v: unknown, status: number, warning: unknown): NotifyResult | null {
