@@ -197,7 +197,9 @@ export class EndpointRegistry {
     let changed = rows.length !== this.byRow.size;
     for (const r of rows) {
       if (this.fromConfig.some((e) => e.name === r.name)) continue; // refused at start; a later clash keeps the config's
-      const key = `${r.updated_at.getTime()}:${r.created_at.getTime()}`;
+      // The whole row, not updated_at alone: a Date keeps milliseconds, and two updates of one
+      // endpoint can fall within the same one (a secret fixed, then broken again, was missed).
+      const key = JSON.stringify(r);
       const prev = this.byRow.get(r.name);
       if (prev && prev.key === key) {
         next.set(r.name, prev);

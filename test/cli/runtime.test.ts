@@ -20,30 +20,49 @@ describe('heap growth of the long-running commands', () => {
   const honoured = Number(process.versions.node.split('.')[0]) < 22;
   /** The most the tuned peak may be, as a share of the plain one. */
   const bound = honoured ? 0.8 : 1.25;
+  /** Runs of each kind: the highest peak of five is steady where one run's peak is not (below). */
+  const RUNS = 5;
   it(`keeps the old generation under ${bound} of the untuned one while garbage is made fast`, async () => {
     // The same churn (a live set, and garbage that lives long enough to be promoted before it
     // dies, as in-flight deliveries do) with and without the setting, each in a fresh process.
+    // What is measured is old space, the generation the flag governs (heapTotal adds the young
+    // generation, which V8 sizes on its own).
     const script = `
+      import v8 from 'node:v8';
       const { tuneHeapForService } = await import(${JSON.stringify(new URL('../../dist/runtime.js', import.meta.url).href)});
       if (process.argv[1] === 'tuned') tuneHeapForService({}, []);
+      const oldSpace = () => v8.getHeapSpaceStatistics().find((s) => s.space_name === 'old_space').space_size;
       const live = Array.from({ length: 100_000 }, (_, i) => ({ i, s: 'live-' + i, a: [i] }));
       let peak = 0; const ring = new Array(200_000);
       for (let i = 0; i < 2_000_000; i++) {
         ring[i % ring.length] = { i, s: 'garbage-' + i, a: [i, i] };
-        if (i % 5_000 === 0) peak = Math.max(peak, process.memoryUsage().heapTotal);
+        if (i % 5_000 === 0) peak = Math.max(peak, oldSpace());
       }
       process.stdout.write(String(Math.round(peak / 1e6) + live.length * 0));`;
+    // --single-threaded-gc: V8 sizes the next old generation from how fast it collects against how
+    // fast the program allocates; with helper threads collecting, that ratio follows how busy the
+    // machine's other cores are. On the main thread alone both slow down together.
     const run = async (mode: string): Promise<number> => {
-      const r = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script, mode], {
+      const r = await promisify(execFile)(process.execPath, ['--single-threaded-gc', '--input-type=module', '-e', script, mode], {
         encoding: 'utf8',
         env: { ...process.env, NODE_OPTIONS: '' },
       });
       return Number(r.stdout);
     };
-    // Side by side: each child's work is fixed (about 2.5 s of CPU), its wall time is whatever the
-    // machine gives it. The peaks do not depend on that: 265 MB without, 125-160 MB with, whether
-    // run alone or six at once on two loaded cores (measured), so the deadline is only a hang guard.
-    const [plain, tuned] = await Promise.all([run('plain'), run('tuned')]);
-    expect(tuned).toBeLessThan(plain * bound);
+    // Side by side, one pair at a time: each child's work is fixed (about 1 s of CPU), its wall
+    // time is whatever the machine gives it. One run's peak depends on where its major collections
+    // fall: on Node 24, 150 to 280 MB for either kind, so two single runs differed by 1.3x (once
+    // 408 against 317 MB of heap). The highest of five runs is the ceiling the churn reaches, which
+    // is steady: 270-281 MB for either kind on Node 24, 230 MB untuned and 85-140 MB tuned on
+    // Node 20, on two loaded cores (measured; the median of five still failed 1.25 about one time in
+    // twenty). The deadline is only a hang guard.
+    const plain: number[] = [];
+    const tuned: number[] = [];
+    for (let i = 0; i < RUNS; i++) {
+      const [p, t] = await Promise.all([run('plain'), run('tuned')]);
+      plain.push(p);
+      tuned.push(t);
+    }
+    expect(Math.max(...tuned), `peaks in MB, tuned ${tuned.join(' ')}, plain ${plain.join(' ')}`).toBeLessThan(Math.max(...plain) * bound);
   }, 180_000);
 });

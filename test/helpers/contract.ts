@@ -1,11 +1,11 @@
 // Every answer a test server gives, checked against the OpenAPI document while the tests run: its
 // status is one the operation lists, a JSON body matches that status's schema, and no field the
 // handler returned was dropped by the serializer (a view that gained a field its schema lacks).
-// A violation fails the test that caused it (the afterEach below); startApi installs the hooks.
+// A violation fails the test that caused it (contractHooksForThisFile below); startApi installs the hooks on the server.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { afterAll, afterEach } from 'vitest';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import { openApiDocument, openApiPath } from '../../src/http/contract/document.js';
 import { ROUTES } from '../../src/http/contract/routes.js';
 
@@ -185,5 +185,18 @@ export function assertAnswersDocumented(): void {
   throw new Error(`answers that do not match the OpenAPI document (src/http/contract/):\n- ${list.join('\n- ')}`);
 }
 
-afterEach(() => assertAnswersDocumented());
-afterAll(() => assertAnswersDocumented());
+/**
+ * The hooks of one test file: each test fails for the answers it caused, the file for those of
+ * its hooks, and `answered` starts empty. test/helpers/per-file.ts calls it for every file: test
+ * files share this module within a worker (vitest.config.ts, isolate: false), so hooks registered
+ * at its top level would belong to the first file that imported it only.
+ */
+export function contractHooksForThisFile(): void {
+  beforeAll(() => {
+    answered.clear();
+    violations.splice(0);
+    allowedDrops.clear();
+  });
+  afterEach(() => assertAnswersDocumented());
+  afterAll(() => assertAnswersDocumented());
+}
