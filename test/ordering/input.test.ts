@@ -131,7 +131,7 @@ describe('ordering_key input', () => {
     const two = await db.pool.query(`select acw_notify('a.two', '1') as id`);
     const five = await db.pool.query(`select acw_notify('a.five', '2', array['nobody'], 'idem-5', 'app') as id`);
     const six = await db.pool.query(
-      `select acw_notify('a.six', '3', '{}', null, 'outbox', '{"ordering_key": "k", "traceparent": "00-x", "later": true}') as id`,
+      `select acw_notify('a.six', '3', '{}', null, 'outbox', '{"ordering_key": "k", "later": true, "other": "00-x"}') as id`,
     );
     const many = await db.pool.query(`select acw_notify_many('[{"topic": "a.many", "ordering_key": "k"}, {"topic": "a.many"}]') as ids`);
     const id = await notify(c, 'a.lib', 4, { orderingKey: 'k' });
