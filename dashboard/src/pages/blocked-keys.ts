@@ -35,7 +35,7 @@ export function BlockedKeys({ admin }: { admin: boolean }): VNode | null {
     });
   };
   if (items.length === 0 && !error && !note) return null;
-  const head = ['Endpoint', 'Ordering key', 'Blocked since', 'Waiting', 'Last error of its head'];
+  const head = ['Ordering key', 'Endpoint', 'Blocked since', 'Waiting', 'Last error of its head'];
   return html`<section aria-labelledby="blocked-h">
     <h2 id="blocked-h">Blocked ordering keys</h2>
     <p class="muted">A strict endpoint holds a key whose head went dead until it is retried or skipped.</p>
@@ -45,14 +45,14 @@ export function BlockedKeys({ admin }: { admin: boolean }): VNode | null {
       ${items.map(
         (k) =>
           html`<tr>
-            <td data-label="Endpoint">${k.endpoint}</td>
             <th scope="row" data-label="Ordering key">
               <code>${k.ordering_key}</code>
               <div class="small"><a href=${`#/jobs/${k.head_job_id}`} class="mono">${k.head_job_id.slice(0, 8)}</a></div>
             </th>
+            <td data-label="Endpoint">${k.endpoint}</td>
             <td data-label="Blocked since"><${Time} iso=${k.blocked_at} /></td>
             <td data-label="Waiting">${k.waiting}${k.waiting_capped ? '+' : ''}</td>
-            <td class="err" data-label="Last error of its head">${k.last_error ?? html`<span class="muted">none</span>`}</td>
+            <td class="err" data-label="Last error">${k.last_error ?? html`<span class="muted">none</span>`}</td>
             ${
               admin
                 ? html`<td class="actions" data-label="Actions">
