@@ -314,9 +314,12 @@ describe('worker pool', () => {
       // The loop at rest: no claim, and no query of it in flight (a short claim is followed by a
       // read of the due index, whose answer would be held too and keep the loop from claiming).
       await waitFor(() => !wp.claiming && pool.totalCount > 0 && pool.idleCount === pool.totalCount && pool.waitingCount === 0);
-      await enqueueJobs(db.pool, [{ type: 't', payload: {}, maxAttempts: 3 }], CH);
-      // The claim runs in the database, but its answer is held back...
+      // Whatever the database answers through the proxy is held back from here: the claim below,
+      // and the enqueue's NOTIFY (the LISTEN connection goes through it too), which would otherwise
+      // start a claim of its own before the hold...
       proxy.hold();
+      await enqueueJobs(db.pool, [{ type: 't', payload: {}, maxAttempts: 3 }], CH);
+      // ...so the claim runs in the database, but its answer waits...
       wp.wake(true);
       await waitFor(async () => (await statuses()).running === 1);
       // ...until the stop has begun.
