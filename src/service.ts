@@ -383,6 +383,7 @@ function periodicRunners(
     jobExpiry({
       maxAgeMs: cfg.notify.webhook.max_age,
       alertsChannel: ctx.channels.alerts,
+      jobsChannel: ctx.channels.jobs,
       alertSinks: ctx.alertSinks,
       onExpired: (rows) => ctx.metrics.jobsExpired(rows),
     }),

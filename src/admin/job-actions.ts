@@ -66,7 +66,7 @@ export async function retryJob(
 }
 
 /** Pending -> cancelled; a job already claimed, finished or cancelled is a 409 naming its status. */
-export async function cancelJob(db: pg.Pool, id: string, actor: string): Promise<JobView> {
+export async function cancelJob(db: pg.Pool, id: string, actor: string, jobsChannel: string | null = null): Promise<JobView> {
   const jobId = requireUuid(id, 'id');
   return withTransaction(db, async (client) => {
     const row = await lockJob(client, jobId);
@@ -76,7 +76,8 @@ export async function cancelJob(db: pg.Pool, id: string, actor: string): Promise
         status: row.status,
       });
     }
-    const upd = await operatorCancelJob(client, jobId);
+    // A cancelled head lets its key's next job go: the NOTIFY wakes a worker for it at commit.
+    const upd = await operatorCancelJob(client, jobId, jobsChannel);
     await writeAudit(client, {
       action: 'job.cancel',
       actor,

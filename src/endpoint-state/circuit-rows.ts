@@ -139,8 +139,11 @@ const FLUSH_SQL = `with d as (
                          then case when v.goes_on then s.alert_flaps + 1 else 0 end else s.alert_flaps end,
       alert_held = case when v.nc = 'open' and v.old_circuit = 'closed' and not v.goes_on then 0
                         when v.nc = 'closed' and v.old_circuit <> 'closed'
-                        then s.alert_held + (select count(*)::int from (select 1 from job_queue j
+                        then s.alert_held + least(100000, (select count(*)::int from (select 1 from job_queue j
                                where j.status = 'pending' and j.endpoint = s.endpoint and j.run_at <= now() limit 100000) h)
+                          -- and the jobs behind their ordering key's head (job_queue_behind_idx): they waited too.
+                          + (select count(*)::int from (select 1 from job_queue j
+                               where j.status = 'behind' and j.endpoint = s.endpoint limit 100000) b))
                         else s.alert_held end,
       fail_run_attempts = v.ra, fail_run_permanent = v.rp, fail_run_codes = v.rc, failing = v.nfail, failing_codes = v.fcodes,
       failing_since = case when v.nfail and not v.old_failing then now() when v.nfail then s.failing_since end,

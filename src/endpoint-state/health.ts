@@ -53,7 +53,8 @@ interface StateRow {
 
 /**
  * The state of each endpoint in one statement. Held jobs are counted only for an endpoint that holds
- * them, through job_queue_due_endpoint_idx (endpoint, run_at, id) where status = 'pending', and at most
+ * them, through job_queue_due_endpoint_idx (endpoint, run_at, id) where status = 'pending', with the
+ * jobs behind their ordering key's head (they wait too) through job_queue_behind_idx, and at most
  * `cap` each, so a large backlog costs a bounded index read.
  */
 export async function readEndpointStates(
@@ -66,8 +67,9 @@ export async function readEndpointStates(
     text: `select e.name as endpoint, s.circuit, s.circuit_since, s.opened_at, s.next_probe_at, s.consecutive_failures,
          s.last_error, s.last_error_at, s.paused, s.paused_at, s.paused_by, s.failing, s.failing_since, s.failing_codes,
          case when coalesce(s.circuit, 'closed') <> 'closed' or coalesce(s.paused, false) or not e.enabled
-           then (select count(*)::int from (select 1 from job_queue j
+           then least($3::int, (select count(*)::int from (select 1 from job_queue j
                   where j.status = 'pending' and j.endpoint = e.name and j.run_at <= now() limit $3) h)
+             + (select count(*)::int from (select 1 from job_queue j where j.status = 'behind' and j.endpoint = e.name limit $3) b))
            else 0 end as held_jobs
        from unnest($1::text[], $2::bool[]) as e(name, enabled)
        left join endpoint_state s on s.endpoint = e.name`,

@@ -23,7 +23,8 @@ export interface QueueCounts {
 }
 
 /**
- * Jobs by status: pending, running and dead now, completed and cancelled in the last 24 hours.
+ * Jobs by status: pending (with the jobs behind their ordering key's head, read on
+ * job_queue_behind_idx), running and dead now, completed and cancelled in the last 24 hours.
  * Pending and dead are counted up to EXACT_UP_TO and estimated past it (job_queue's, or the dead
  * set's, row estimate); running jobs are few (each holds a worker). Dead jobs are counted on the
  * index of dead jobs alone (job_history_dead_only_idx, migration 0012), an index-only read.
@@ -40,7 +41,8 @@ export async function queueCounts(db: Queryable): Promise<QueueCounts> {
   }>({
     name: 'acw_queue_counts',
     text: `select
-        (select count(*)::int from (select 1 from job_queue where status = 'pending' limit $1) p) as pending,
+        (select count(*)::int from (select 1 from job_queue where status = 'pending' limit $1) p)
+          + (select count(*)::int from (select 1 from job_queue where status = 'behind' limit $1) b) as pending,
         (select count(*)::int from job_queue where status = 'running') as running,
         (select count(*)::int from (select 1 from job_history_dead where status = 'dead' limit $1) d) as dead,
         (select greatest(reltuples, 0)::float8 from pg_class where oid = 'job_queue'::regclass) as live_est,

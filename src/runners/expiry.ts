@@ -4,6 +4,7 @@ import { withTransaction } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import type { AlertSinks } from '../sinks/outlet.js';
 import { expireHeldJobs, type ExpiredRow, type ExpiryCursor } from '../queue/transitions.js';
+import { keyBlockedAlerts } from '../webhook/dead-letter.js';
 import type { PeriodicRunner } from './scheduler.js';
 
 export type { ExpiredRow };
@@ -19,6 +20,8 @@ export interface ExpiryOptions {
   /** notify.webhook.max_age */
   maxAgeMs: number;
   alertsChannel: string;
+  /** The jobs channel: NOTIFYed when the next job of a key whose head expired goes pending, so a worker claims it at once. */
+  jobsChannel?: string | null | undefined;
   /** Where alerts go besides the API (docs/operations.md#alert-sinks). */
   alertSinks?: AlertSinks | null | undefined;
   log: Logger;
@@ -87,10 +90,24 @@ export async function sweepExpiredJobs(pool: pg.Pool, opts: ExpiryOptions): Prom
     if (!lock.rows[0]?.ok) return { ran: false, expired: 0, endpoints: [] };
     let after: ExpiryCursor | undefined;
     while (expired.length < cap) {
-      const page = await expireHeldJobs(client, { maxAgeMs: opts.maxAgeMs, batch: Math.min(batch, cap - expired.length), after });
+      const page = await expireHeldJobs(client, {
+        maxAgeMs: opts.maxAgeMs,
+        batch: Math.min(batch, cap - expired.length),
+        after,
+        channel: opts.jobsChannel ?? null,
+      });
       if (page.rows.length > 0) {
         await auditExpired(client, page.rows);
         expired.push(...page.rows);
+        // A strict key's head that expired blocks its key: alerted as when a delivery's head goes dead.
+        const keyed = page.rows.filter((r) => r.ordering_key !== null);
+        if (keyed.length > 0)
+          await keyBlockedAlerts(
+            client,
+            keyed.map((r) => ({ id: r.id, endpoint: r.endpoint, orderingKey: r.ordering_key, lastError: 'endpoint unavailable' })),
+            opts.alertsChannel,
+            opts.alertSinks ?? null,
+          );
       }
       if (!page.next) break;
       after = page.next;

@@ -102,10 +102,12 @@ function traceOfJob(j: DeadJob): TraceCarrier | undefined {
 /**
  * Of these dead jobs, the heads that now block their keys (a strict endpoint's, docs/operations.md#blocked-keys):
  * one `webhook.key_blocked` alert each, with its inbox messages, NOTIFY and sinks, as a dead letter's.
+ * The dead-letter hook runs it; so does the expiry of held jobs (a head dead by max age), which
+ * writes no dead letter.
  */
-async function keyBlockedAlerts(
+export async function keyBlockedAlerts(
   client: pg.ClientBase,
-  jobs: readonly DeadJob[],
+  jobs: ReadonlyArray<Pick<DeadJob, 'id' | 'endpoint' | 'orderingKey' | 'lastError'>>,
   alertsChannel: string,
   sinks: AlertSinks | null,
 ): Promise<void> {

@@ -109,7 +109,7 @@ export async function jobsRetry(io: CliIo, id: string, o: GlobalOptions): Promis
 }
 
 export async function jobsCancel(io: CliIo, id: string, o: GlobalOptions): Promise<void> {
-  await admin(io, o, async ({ pool }) => printJson(io, await cancelJob(pool, id, actor(io))));
+  await admin(io, o, async ({ pool, jobsChannel }) => printJson(io, await cancelJob(pool, id, actor(io), jobsChannel)));
 }
 
 interface BlockedOptions extends GlobalOptions {

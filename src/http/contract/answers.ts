@@ -196,7 +196,9 @@ export const endpointAnswer = z.object({
   rate_limit: z.number().nullable().describe('deliveries per second across all processes; null: none'),
   adaptive_limit: z.int().nullable().describe("this process's adaptive in-flight limit; null where it runs no workers"),
   in_flight: z.int().nullable(),
-  held_jobs: count.describe('due pending jobs held back: open, half-open, paused or disabled (counted up to 100,000)'),
+  held_jobs: count.describe(
+    "due pending jobs held back: open, half-open, paused or disabled, with those behind their ordering key's head (counted up to 100,000)",
+  ),
   health: z
     .enum(HEALTH_WORDS)
     .describe('the most pressing of: disabled, paused, down (circuit not closed), failing (most recent deliveries refused), healthy'),

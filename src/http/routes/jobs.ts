@@ -22,7 +22,7 @@ export function jobRoutes(app: FastifyInstance, svc: Service): void {
 
   route(app, 'retryJob', async ({ params: { id } }, req) => retryJob(pool, id, principalOf(req).name, svc.channels.jobs, disabled()));
 
-  route(app, 'cancelJob', async ({ params: { id } }, req) => cancelJob(pool, id, principalOf(req).name));
+  route(app, 'cancelJob', async ({ params: { id } }, req) => cancelJob(pool, id, principalOf(req).name, svc.channels.jobs));
 
   route(app, 'listBlockedKeys', async ({ query }) => listBlockedKeys(pool, query));
   route(app, 'retryKeyHead', async ({ body }, req) =>

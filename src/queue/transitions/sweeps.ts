@@ -3,7 +3,7 @@ import { withTransaction, type Queryable } from '../../db/pool.js';
 import { ATTEMPTS_SPENT, CLEAR_LEASE, toDead, type ReapedRow } from '../job-rows.js';
 import { FINISH, KEEP_ATTEMPTS } from './history-moves.js';
 import type { DeadHook } from '../types.js';
-import { advanceKeys, type FinishedKeyed } from './ordering.js';
+import { advanceKeys, lockKeys, type FinishedKeyed } from './ordering.js';
 
 /** The keyed rows of a statement's dead (or cancelled) jobs, as advanceKeys takes them. */
 export function keyedFinished(
@@ -38,7 +38,9 @@ export async function unparkJobs(db: Queryable, endpoints: readonly string[]): P
 /**
  * Reap: running jobs whose lease expired (their worker crashed or hung) -> pending, or -> dead
  * when no attempt is left, with the dead hook and a NOTIFY in the same transaction. Reads only the
- * partial index on running jobs; at most `batch` jobs per call.
+ * partial index on running jobs; at most `batch` jobs per call. The ordering keys of the jobs it
+ * takes are locked first, before any job row, in the order every writer of a key's head takes them: a late completion of the same key (which locks its key, then the job's row) waits
+ * for the reaper, or the reaper for it, and the two never deadlock.
  */
 export async function reapJobs(
   pool: pg.Pool,
@@ -48,10 +50,22 @@ export async function reapJobs(
     // The reaper's range is job_queue_running_idx (keyed so that renewals stay HOT): it reads every
     // running job, which are few, and takes those whose lease ran out.
     const lost = `'lease expired: worker ' || coalesce(j.locked_by, '?') || ' stopped renewing it'`;
+    // The candidates, unlocked; their keys' rows are locked, then the candidates are taken again
+    // (the statement below checks each still is running and expired, and skips the locked ones).
+    const seen = await client.query<{ id: string; endpoint: string | null; ordering_key: string | null }>(
+      `select j.id, j.endpoint, j.ordering_key from job_queue j where j.status = 'running' and j.lease_expires_at < now()
+       order by j.lease_expires_at limit $1`,
+      [opts.batch],
+    );
+    if (seen.rows.length === 0) return [];
+    await lockKeys(
+      client,
+      seen.rows.flatMap((r) => (r.endpoint !== null && r.ordering_key !== null ? [{ endpoint: r.endpoint, key: r.ordering_key }] : [])),
+    );
     const res = await client.query<ReapedRow>(
       `with expired as (
-           select id, locked_by from job_queue where status = 'running' and lease_expires_at < now()
-           order by lease_expires_at limit $1 for update skip locked),
+           select id, locked_by from job_queue where id = any($1::uuid[]) and status = 'running' and lease_expires_at < now()
+           order by lease_expires_at for update skip locked),
          upd as (
            update job_queue j set status = 'pending', run_at = now(), last_error = ${lost}, ${CLEAR_LEASE}
            from expired e where j.id = e.id and not ${ATTEMPTS_SPENT}
@@ -67,11 +81,11 @@ export async function reapJobs(
            union all
            select id, 'dead', type, payload, attempts, max_attempts, error, event_id, endpoint, locked_by, ordering_key from moved)
          select done.*, (select pg_notify($2, '') where exists (select 1 from upd)) as n from done`,
-      [opts.batch, opts.channel],
+      [seen.rows.map((r) => r.id), opts.channel],
     );
     const dead = res.rows.filter((r) => r.status === 'dead');
     // A dead head moves its key on (or blocks it); its next job goes in pending, for any worker.
-    await advanceKeys(client, keyedFinished(dead), opts.channel);
+    await advanceKeys(client, keyedFinished(dead), opts.channel, undefined, true);
     if (dead.length > 0 && opts.onDead)
       await opts.onDead(
         client,
