@@ -45,6 +45,8 @@ export interface Endpoint {
   readonly allow_networks: readonly string[];
   /** Send `traceparent` and `tracestate` with each POST (docs/operations.md#tracing); absent: false. */
   readonly propagate_trace?: boolean;
+  /** A stored endpoint's own propagate_trace as the API shows it; null: it follows the default. */
+  readonly propagate_trace_set?: boolean | null;
   /** Set on the internal endpoint of an alert sink (`sink:NAME`, docs/operations.md#alert-sinks): the format of its bodies. */
   readonly sink?: SinkFormat;
 }

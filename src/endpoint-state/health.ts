@@ -126,6 +126,8 @@ export interface EndpointHealth {
   enabled: boolean;
   scheme: Scheme;
   ordering: 'relaxed' | 'strict';
+  /** Whether POSTs carry traceparent/tracestate: a stored endpoint's own setting (null: the default), a config endpoint's as resolved. */
+  propagate_trace: boolean | null;
   timeout_ms: number;
   max_in_flight: number;
   /** A secret rotation under way: both secrets sign until then (docs/operations.md#rotating-a-secret); null: none. */
@@ -209,6 +211,7 @@ export async function endpointHealth(
       enabled: e.enabled,
       scheme: e.scheme,
       ordering: e.ordering ?? 'relaxed',
+      propagate_trace: e.source === 'api' ? (e.propagate_trace_set ?? null) : (e.propagate_trace ?? false),
       timeout_ms: e.timeout,
       max_in_flight: e.max_in_flight,
       rotate_until: e.rotate_until !== undefined && e.rotate_until > Date.now() ? new Date(e.rotate_until).toISOString() : null,

@@ -63,6 +63,8 @@ const fields = {
   max_in_flight: int(1, 10_000),
   rate_limit: rate,
   enabled: z.boolean({ error: 'expected true or false' }),
+  /** null: notify.webhook.propagate_trace decides (on update: back to it). */
+  propagate_trace: z.boolean({ error: 'expected true, false or null' }).nullable(),
   description,
 };
 
@@ -77,6 +79,7 @@ export const createEndpointInput = z.strictObject({
   max_in_flight: fields.max_in_flight.optional(),
   rate_limit: fields.rate_limit.optional(),
   enabled: fields.enabled.optional(),
+  propagate_trace: fields.propagate_trace.optional(),
   description: fields.description.optional(),
   /** Given: used as is (scheme standard needs "whsec_<base64>"); absent: generated, returned once. */
   secret: z
@@ -97,6 +100,7 @@ export const updateEndpointInput = z
     max_in_flight: fields.max_in_flight.optional(),
     rate_limit: fields.rate_limit.optional(),
     enabled: fields.enabled.optional(),
+    propagate_trace: fields.propagate_trace.optional(),
     description: fields.description.optional(),
   })
   .refine((o) => Object.keys(o).length > 0, { error: 'expected at least one field to change' });

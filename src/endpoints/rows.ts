@@ -11,6 +11,8 @@ export interface StoredRow {
   topics: string[];
   scheme: 'acw' | 'standard';
   ordering: 'relaxed' | 'strict';
+  /** Send traceparent/tracestate with each POST; null: notify.webhook.propagate_trace (migrations/0017). */
+  propagate_trace: boolean | null;
   /** Names as given; values sealed when `headers_sealed`, else plain (a row from before migrations/0009, until sealed). */
   headers: Record<string, string>;
   headers_sealed: boolean;
@@ -27,7 +29,7 @@ export interface StoredRow {
   updated_at: Date;
 }
 
-export const COLUMNS = `name, url, topics, scheme, ordering, headers, headers_sealed, timeout_ms, max_in_flight, rate_limit, enabled, description,
+export const COLUMNS = `name, url, topics, scheme, ordering, propagate_trace, headers, headers_sealed, timeout_ms, max_in_flight, rate_limit, enabled, description,
   secret, secret_next, rotate_until, owner, created_at, updated_at`;
 
 /** Every live stored endpoint, by name. */
@@ -75,8 +77,9 @@ export function toEndpoint(row: StoredRow, config: Config, codec: SecretCodec): 
     // Anyone with a token may point a stored endpoint anywhere: every connection is checked (docs/operations.md#ssrf-guard).
     ssrf_guard: true,
     allow_networks: w.allow_networks,
-    // Stored endpoints have no setting of their own yet: the default for every endpoint.
-    propagate_trace: w.propagate_trace,
+    // Null on the row: the default for every endpoint, read from this process's config.
+    propagate_trace: row.propagate_trace ?? w.propagate_trace,
+    propagate_trace_set: row.propagate_trace,
   };
 }
 

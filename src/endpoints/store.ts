@@ -88,9 +88,10 @@ export async function createStoredEndpoint(
   const secret = input.secret ?? newSigningSecret(scheme);
   const row = await withTransaction(ctx.pool, async (client) => {
     const res = await client.query<StoredRow>(
-      `insert into endpoints (name, url, topics, scheme, headers, headers_sealed, timeout_ms, max_in_flight, rate_limit, enabled, description, secret, owner, ordering)
-       values ($1, $2, $3, $4, $5::jsonb, true, $6, $7, $8, $9, $10, $11, $12, $14)
+      `insert into endpoints (name, url, topics, scheme, headers, headers_sealed, timeout_ms, max_in_flight, rate_limit, enabled, description, secret, owner, ordering, propagate_trace)
+       values ($1, $2, $3, $4, $5::jsonb, true, $6, $7, $8, $9, $10, $11, $12, $14, $15)
        on conflict (name) do update set url = excluded.url, topics = excluded.topics, scheme = excluded.scheme, ordering = excluded.ordering,
+         propagate_trace = excluded.propagate_trace,
          headers = excluded.headers, headers_sealed = true,
          timeout_ms = excluded.timeout_ms, max_in_flight = excluded.max_in_flight, rate_limit = excluded.rate_limit,
          enabled = excluded.enabled, description = excluded.description, secret = excluded.secret, secret_next = null,
@@ -112,6 +113,7 @@ export async function createStoredEndpoint(
         actor.name,
         ctx.tombstoneMs,
         input.ordering ?? 'relaxed',
+        input.propagate_trace ?? null,
       ],
     );
     const created = res.rows[0];
@@ -167,7 +169,7 @@ export async function updateStoredEndpoint(ctx: StoreContext, name: string, patc
          max_in_flight = case when $8::boolean then $9 else max_in_flight end,
          rate_limit = case when $10::boolean then $11 else rate_limit end,
          enabled = coalesce($12, enabled), description = coalesce($13, description), ordering = coalesce($14, ordering),
-         updated_at = clock_timestamp()
+         propagate_trace = case when $15::boolean then $16 else propagate_trace end, updated_at = clock_timestamp()
        where name = $1 returning ${COLUMNS}`,
       [
         name,
@@ -184,6 +186,8 @@ export async function updateStoredEndpoint(ctx: StoreContext, name: string, patc
         patch.enabled ?? null,
         patch.description ?? null,
         patch.ordering ?? null,
+        patch.propagate_trace !== undefined,
+        patch.propagate_trace ?? null,
       ],
     );
     const row = res.rows[0]!;

@@ -61,7 +61,7 @@ async function notifyEvents(
   batch: boolean,
   handover: Handover,
   nowMs: number,
-  trace: TraceCarrier | undefined,
+  traces: readonly (TraceCarrier | undefined)[] | undefined,
   checks: readonly TopicCheck[],
 ): Promise<NotifyAnswer[]> {
   const path = (i: number): string => (batch ? `events[${i}].` : '');
@@ -91,7 +91,7 @@ async function notifyEvents(
     const p = plan({ id: newEventId(), topic: input.topic });
     Object.assign(p.result, checks[i]);
     if (input.idempotency_key !== undefined) keyed = true;
-    return { i, input, data: dataJson(input.data), hash: requestHash(input), result: p.result, endpoints: p.endpoints, trace };
+    return { i, input, data: dataJson(input.data), hash: requestHash(input), result: p.result, endpoints: p.endpoints, trace: traces?.[i] };
   });
   // Every event of this transaction gets its now() as created_at, so the bodies can be made before
   // the rows go in.
@@ -319,7 +319,7 @@ async function notifyTraced(
     if (answer) return answer;
   }
   const [answer] = await retryingTransaction(pool, ctx, (client, h, nowMs) =>
-    notifyEvents(client, [input], principal, ctx, false, h, nowMs, trace, checks),
+    notifyEvents(client, [input], principal, ctx, false, h, nowMs, trace ? [trace] : undefined, checks),
   );
   return answer!;
 }
@@ -332,14 +332,16 @@ export async function notifyBatchNow(
   ctx: FanOutContext,
 ): Promise<NotifyAnswer[]> {
   const checks = checkTopics(ctx, inputs, true);
-  const run = (trace: TraceCarrier | undefined) =>
-    retryingTransaction(pool, ctx, (client, h, nowMs) => notifyEvents(client, inputs, principal, ctx, true, h, nowMs, trace, checks));
+  const run = (traces: readonly TraceCarrier[] | undefined) =>
+    retryingTransaction(pool, ctx, (client, h, nowMs) => notifyEvents(client, inputs, principal, ctx, true, h, nowMs, traces, checks));
   const t = tracing;
   if (t === null) return run(undefined);
-  const topics = new Set(inputs.map((i) => i.topic));
-  return t.produce({ ...(topics.size === 1 ? { topic: inputs[0]!.topic } : {}), events: inputs.length }, run, (answers) => ({
-    jobs: answers.reduce((n, a) => n + written(a).jobs, 0),
-  }));
+  // A producer span per event, children of the batch's: each event's attempts link to their own.
+  return t.produceBatch(
+    inputs.map((i) => i.topic),
+    run,
+    (answers) => answers.map(written),
+  );
 }
 
 /** The topic catalog's check of every event, before anything is written (throws the 400 under enforce). */

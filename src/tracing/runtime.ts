@@ -35,6 +35,16 @@ export interface Tracing {
     fn: (carrier: TraceCarrier | undefined) => Promise<T>,
     jobs: (result: T) => { eventId?: string; jobs: number },
   ): Promise<T>;
+  /**
+   * Run `fn` inside the producer span of a batch notify, with a child producer span per event
+   * (`send TOPIC`): `fn` gets each event's carrier, in input order, to store with that event;
+   * `written` is told afterwards each event's id and jobs, in the same order.
+   */
+  produceBatch<T>(
+    topics: readonly string[],
+    fn: (carriers: readonly TraceCarrier[]) => Promise<T>,
+    written: (result: T) => readonly { eventId: string; jobs: number }[],
+  ): Promise<T>;
   /** Run `fn` inside a span of one outbox dispatch batch, linked to each event's producer. */
   dispatch<T>(carriers: readonly (TraceCarrier | undefined)[], fn: () => Promise<T>, jobs: (result: T) => number): Promise<T>;
   /** A claim batch took `startMs` to now and brought `count` jobs (a span only when it brought some). */

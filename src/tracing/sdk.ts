@@ -117,6 +117,14 @@ function recordError(span: Span, err: unknown): void {
 }
 
 /** `fn` inside `span` under `parent`; the span ends when it settles, an error recorded on it. */
+/** A producer span's attributes: a notify of `topic` (absent: of several). */
+const produced = (topic: string | undefined): Attributes => ({
+  'messaging.system': SYSTEM,
+  'messaging.operation.type': 'send',
+  'messaging.operation.name': 'notify',
+  ...(topic ? { 'messaging.destination.name': topic } : {}),
+});
+
 async function within<T>(span: Span, parent: Context, fn: () => Promise<T>, after?: (r: T) => void): Promise<T> {
   try {
     const r = await context.with(trace.setSpan(parent, span), fn);
@@ -240,13 +248,7 @@ export async function createTracing(t: Config['tracing'], url: string, log: Logg
     produce(attrs, fn, jobs) {
       const span = tracer.startSpan(attrs.topic ? `send ${attrs.topic}` : 'send', {
         kind: SpanKind.PRODUCER,
-        attributes: {
-          'messaging.system': SYSTEM,
-          'messaging.operation.type': 'send',
-          'messaging.operation.name': 'notify',
-          ...(attrs.topic ? { 'messaging.destination.name': attrs.topic } : {}),
-          ...(attrs.events > 1 ? { 'messaging.batch.message_count': attrs.events } : {}),
-        },
+        attributes: { ...produced(attrs.topic), ...(attrs.events > 1 ? { 'messaging.batch.message_count': attrs.events } : {}) },
       });
       const carrier = carrierOfSpan(span.spanContext());
       return within(
@@ -257,6 +259,47 @@ export async function createTracing(t: Config['tracing'], url: string, log: Logg
           const j = jobs(r);
           if (j.eventId !== undefined) span.setAttribute('messaging.message.id', j.eventId);
           span.setAttribute('acw.jobs', j.jobs);
+        },
+      );
+    },
+    produceBatch(topics, fn, written) {
+      const one = topics.every((topic) => topic === topics[0]);
+      const batch = tracer.startSpan(one ? `send ${topics[0]}` : 'send', {
+        kind: SpanKind.PRODUCER,
+        attributes: { ...produced(one ? topics[0] : undefined), 'messaging.batch.message_count': topics.length },
+      });
+      const parent = trace.setSpan(context.active(), batch);
+      const spans: Span[] = [];
+      const carriers: TraceCarrier[] = [];
+      for (const topic of topics) {
+        const span = tracer.startSpan(`send ${topic}`, { kind: SpanKind.PRODUCER, attributes: produced(topic) }, parent);
+        spans.push(span);
+        carriers.push(carrierOfSpan(span.spanContext()));
+      }
+      return within(
+        batch,
+        context.active(),
+        () =>
+          fn(carriers).catch((err: unknown) => {
+            // A batch refused or failed wrote none of its events: each says so.
+            for (const span of spans) {
+              span.setStatus({ code: SpanStatusCode.ERROR, message: 'batch not written' });
+              span.end();
+            }
+            throw err;
+          }),
+        (r) => {
+          const w = written(r);
+          let jobs = 0;
+          for (let i = 0; i < spans.length; i++) {
+            const e = w[i];
+            if (e !== undefined) {
+              spans[i]!.setAttributes({ 'messaging.message.id': e.eventId, 'acw.jobs': e.jobs });
+              jobs += e.jobs;
+            }
+            spans[i]!.end();
+          }
+          batch.setAttribute('acw.jobs', jobs);
         },
       );
     },

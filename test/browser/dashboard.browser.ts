@@ -438,7 +438,11 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     const secret = (await box.getByLabel('Secret of made').textContent())!;
     expect(secret.length).toBeGreaterThanOrEqual(16);
     await page.getByRole('status').filter({ hasText: 'made created' }).waitFor();
-    expect((await api('GET', '/v1/endpoints/made', TOKENS.admin)).body).toMatchObject({ source: 'api', topics: ['order.created'] });
+    expect((await api('GET', '/v1/endpoints/made', TOKENS.admin)).body).toMatchObject({
+      source: 'api',
+      topics: ['order.created'],
+      propagate_trace: null,
+    });
     await shoot('endpoint-secret');
     expect(await a11yProblems()).toEqual([]);
     // Kept nowhere but on screen, and gone once hidden.
@@ -461,6 +465,8 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     expect(await a11yProblems()).toEqual([]);
     await edit.getByLabel('Timeout').fill('5s');
     await edit.getByLabel('Topics (comma-separated)').fill('order.created, invoice.paid');
+    expect(await edit.getByLabel('Trace context to the receiver').inputValue()).toBe('');
+    await edit.getByLabel('Trace context to the receiver').selectOption('true');
     await edit.getByRole('button', { name: 'Save' }).click();
     await page.getByRole('status').filter({ hasText: 'made saved' }).waitFor();
     expect((await api('GET', '/v1/endpoints/made', TOKENS.admin)).body).toMatchObject({
@@ -468,6 +474,7 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
       timeout_ms: 5000,
       description: 'made in the dashboard',
       enabled: true,
+      propagate_trace: true,
     });
 
     // Rotate: the new secret shown once, the old one still signing during the overlap.

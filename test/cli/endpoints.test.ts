@@ -66,6 +66,10 @@ const counts = async () => ({
   endpoint_state: (await db.pool.query(`select count(*)::int as n from endpoint_state`)).rows[0].n as number,
 });
 
+/** The stored propagate_trace of endpoint `traced`. */
+const stored = async () =>
+  (await db.pool.query<{ p: boolean | null }>(`select propagate_trace as p from endpoints where name = 'traced'`)).rows[0]?.p;
+
 describe('endpoints CLI', () => {
   it('pause and resume: one JSON line each, audited as the OS user, announced; a second pause changes nothing', async () => {
     const paused = await cli('endpoints', 'pause', 'crm');
@@ -163,6 +167,30 @@ describe('endpoints CLI', () => {
       { action: 'endpoint.updated', actor: 'cli:tester' },
       { action: 'endpoint.deleted', actor: 'cli:tester' },
     ]);
+  });
+
+  it('--propagate-trace, --no-propagate-trace and --propagate-trace-default set, unset and clear the stored setting', async () => {
+    const added = await cli('endpoints', 'add', 'traced', '--url', 'http://127.0.0.1:9/t', '--topics', 'x.*', '--propagate-trace');
+    expect(added.code).toBe(0);
+    expect(lines(added.stdout)[0]).toMatchObject({ propagate_trace: true });
+    expect(await stored()).toBe(true);
+    const off = await cli('endpoints', 'update', 'traced', '--no-propagate-trace');
+    expect(lines(off.stdout)[0]).toMatchObject({ propagate_trace: false });
+    expect(await stored()).toBe(false);
+    const both = await cli('endpoints', 'update', 'traced', '--propagate-trace', '--propagate-trace-default');
+    expect({ code: both.code, stderr: both.stderr }).toEqual({
+      code: 2,
+      stderr: expect.stringMatching(/^--propagate-trace-default: not with --propagate-trace or --no-propagate-trace/),
+    });
+    expect(await stored()).toBe(false);
+    const cleared = await cli('endpoints', 'update', 'traced', '--propagate-trace-default');
+    expect(lines(cleared.stdout)[0]).toMatchObject({ propagate_trace: null });
+    expect(await stored()).toBe(null);
+    // A flag not given leaves it as it is.
+    await cli('endpoints', 'update', 'traced', '--propagate-trace');
+    await cli('endpoints', 'update', 'traced', '--description', 'kept');
+    expect(await stored()).toBe(true);
+    await cli('endpoints', 'remove', 'traced', '--force');
   });
 
   it('a chosen secret comes from --secret-file; --secret still works, warned about, the warning never showing it', async () => {

@@ -548,6 +548,7 @@ describe('EndpointRegistry', () => {
 /** A stored row of endpoint `row`, sealed, with nothing optional set. */
 const base = (over: Partial<StoredRow> = {}): StoredRow => ({
   ordering: 'relaxed',
+  propagate_trace: null,
   name: 'row',
   url: 'https://row.example.com/h',
   topics: ['a.b'],
@@ -594,7 +595,23 @@ describe('a stored row as the service uses it', () => {
       ssrf_guard: true,
       allow_networks: ['10.0.0.0/8'],
       propagate_trace: false,
+      propagate_trace_set: null,
     });
+  });
+
+  it("sends trace context by its own propagate_trace, or by notify.webhook.propagate_trace when the row's is null", () => {
+    const on = parseConfig({ notify: { webhook: { propagate_trace: true } } });
+    const off = parseConfig({});
+    const of = (own: boolean | null, config: typeof on): [boolean | undefined, boolean | null | undefined] => {
+      const ep = toEndpoint(base({ propagate_trace: own }), config, codec);
+      return [ep.propagate_trace, ep.propagate_trace_set];
+    };
+    expect([of(null, on), of(null, off), of(false, on), of(true, off)]).toEqual([
+      [true, null],
+      [false, null],
+      [false, false],
+      [true, true],
+    ]);
   });
 
   it('uses its own values, bounded by the process: the connect timeout by the timeout, max_in_flight by the total', () => {

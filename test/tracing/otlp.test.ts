@@ -220,6 +220,74 @@ describe('tracing to a local OTLP receiver', () => {
     }
   });
 
+  it("a batch notify: a producer span per event under the batch span, each event's attempts linked to its own", async () => {
+    const otlp = await startOtlpReceiver();
+    let api: Api | undefined = await startApi(db, config(otlp, 'http/json'));
+    try {
+      const token = await makeUser(db.pool, 'producer', 'service');
+      const before = plain.requests.length;
+      const topics = ['order.one', 'order.shipped', 'order.two'];
+      const res = await call(api.url, 'POST', '/v1/notify/batch', {
+        token,
+        body: { events: topics.map((topic, n) => ({ topic, data: { n } })) },
+        headers: { traceparent: tp(P4, '01') },
+      });
+      expect(res.status).toBe(202);
+      const ids = (res.body.results as Array<{ event_id: string }>).map((e) => e.event_id);
+      // Refused inside its transaction: nothing written, each event's span says so.
+      const refused = await call(api.url, 'POST', '/v1/notify/batch', {
+        token,
+        body: { events: [{ topic: 'misc.three', data: {}, recipients: ['nobody'] }] },
+        headers: { traceparent: tp(P1, '01') },
+      });
+      expect(refused.status).toBe(400);
+      await plain.waitForRequests(before + 3, 15_000);
+      // order.shipped goes to flaky too, which takes its second attempt.
+      await waitFor(() => api!.events('webhook.attempt').length >= 5, 15_000);
+      await api.close();
+      api = undefined;
+      const spans = otlp.spans;
+      const server = spans.find((s) => s.kind === SERVER && s.traceId === P4.traceId)!;
+      expect(server.attributes['http.route']).toBe('/v1/notify/batch');
+      const batch = spans.find((s) => s.kind === PRODUCER && s.parentSpanId === server.spanId)!;
+      expect(batch.name).toBe('send');
+      expect(batch.attributes).toMatchObject({ 'messaging.batch.message_count': 3, 'acw.jobs': 4 });
+      expect(batch.attributes['messaging.message.id']).toBeUndefined();
+      const perEvent = spans.filter((s) => s.kind === PRODUCER && s.parentSpanId === batch.spanId);
+      expect(
+        perEvent.map((s) => [s.name, attr(s, 'messaging.destination.name'), attr(s, 'messaging.message.id'), attr(s, 'acw.jobs')]),
+      ).toEqual(
+        expect.arrayContaining([
+          ['send order.one', 'order.one', ids[0], 1],
+          ['send order.shipped', 'order.shipped', ids[1], 2],
+          ['send order.two', 'order.two', ids[2], 1],
+        ]),
+      );
+      expect(perEvent).toHaveLength(3);
+      const stored = await db.pool.query<{ id: string; traceparent: string }>(`select id, traceparent from event_log where id = any($1)`, [
+        ids,
+      ]);
+      for (const [i, id] of ids.entries()) {
+        const own = perEvent.find((s) => attr(s, 'messaging.message.id') === id)!;
+        expect(own.traceId).toBe(P4.traceId);
+        expect(stored.rows.find((r) => r.id === id)!.traceparent).toBe(`00-${P4.traceId}-${own.spanId}-01`);
+        const attempts = byEvent(spans, id);
+        expect(attempts).toHaveLength(i === 1 ? 3 : 1);
+        for (const a of attempts) expect(a.links).toEqual([{ traceId: P4.traceId, spanId: own.spanId }]);
+      }
+      const refusedServer = spans.find(
+        (s) => s.kind === SERVER && s.traceId === P1.traceId && attr(s, 'http.route') === '/v1/notify/batch',
+      )!;
+      const refusedBatch = spans.find((s) => s.kind === PRODUCER && s.parentSpanId === refusedServer.spanId)!;
+      const refusedEvent = spans.filter((s) => s.parentSpanId === refusedBatch.spanId);
+      expect(refusedEvent.map((s) => [s.name, s.status, attr(s, 'messaging.message.id')])).toEqual([['send misc.three', 2, undefined]]);
+      noSecrets(otlp, [token]);
+    } finally {
+      await api?.close();
+      await otlp.close();
+    }
+  });
+
   it('http/protobuf: the same spans arrive, read from the wire format; Standard Webhooks carries the context; no link dropped', async () => {
     const otlp = await startOtlpReceiver();
     let api: Api | undefined = await startApi(db, config(otlp, 'http/protobuf'));

@@ -8,7 +8,10 @@ import { Field, fieldOf, FormError } from './form-parts.js';
 /** A rate limit per second as the API takes it back: "20/s", or per minute when that is a whole number. */
 const rateText = (r: number | null): string => (r === null ? '' : Number.isInteger(r) ? `${r}/s` : `${Math.round(r * 60)}/min`);
 
-const FIELDS = ['name', 'url', 'topics', 'description', 'scheme', 'timeout', 'max_in_flight', 'rate_limit', 'enabled'];
+const FIELDS = ['name', 'url', 'topics', 'description', 'scheme', 'timeout', 'max_in_flight', 'rate_limit', 'propagate_trace', 'enabled'];
+
+/** propagate_trace as the select shows it: "" follows the service's default (null). */
+const traceText = (v: boolean | null): string => (v === null ? '' : String(v));
 
 /** Create (no endpoint) or edit an endpoint; an edit sends only the fields changed. */
 export function EndpointForm({
@@ -32,6 +35,7 @@ export function EndpointForm({
         timeout: `${endpoint.timeout_ms}ms`,
         max_in_flight: String(endpoint.max_in_flight),
         rate_limit: rateText(endpoint.rate_limit),
+        propagate_trace: traceText(endpoint.propagate_trace),
         enabled: String(endpoint.enabled),
       }
     : {};
@@ -43,7 +47,7 @@ export function EndpointForm({
     for (const k of FIELDS) {
       const v = k === 'enabled' ? String(f.get(k) === 'on') : String(f.get(k) ?? '').trim();
       if (k === 'enabled' && !endpoint) continue;
-      if (endpoint ? v === initial[k] : v === '') continue;
+      if (endpoint ? v === (initial[k] ?? '') : v === '') continue;
       if (k === 'topics')
         body[k] = v
           .split(',')
@@ -52,6 +56,7 @@ export function EndpointForm({
       else if (k === 'max_in_flight') body[k] = v === '' ? undefined : Number(v);
       else if (k === 'enabled') body[k] = v === 'true';
       else if (k === 'rate_limit') body[k] = v === '' ? null : v;
+      else if (k === 'propagate_trace') body[k] = v === '' ? null : v === 'true';
       else if (v !== '' || k === 'description') body[k] = v;
     }
     setBusy(true);
@@ -107,6 +112,16 @@ export function EndpointForm({
         err=${err}
         placeholder="none, e.g. 20/s"
       />
+      <div>
+        <label for=${`${x}-propagate_trace`}>Trace context to the receiver</label>
+        <select id=${`${x}-propagate_trace`} name="propagate_trace" aria-invalid=${fieldOf(err) === 'propagate_trace'}>
+          ${[
+            ['', 'default'],
+            ['true', 'sent'],
+            ['false', 'not sent'],
+          ].map(([v, text]) => html`<option value=${v} selected=${(initial.propagate_trace ?? '') === v}>${text}</option>`)}
+        </select>
+      </div>
       ${
         endpoint
           ? html`<div class="check">

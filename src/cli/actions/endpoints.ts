@@ -80,6 +80,8 @@ interface EndpointFlags extends GlobalOptions {
   topics?: string;
   scheme?: string;
   ordering?: string;
+  propagateTrace?: boolean;
+  propagateTraceDefault?: boolean;
   header?: string[];
   timeout?: string;
   maxInFlight?: string;
@@ -101,6 +103,11 @@ function bodyOf(o: EndpointFlags): Record<string, unknown> {
       .filter((t) => t !== '');
   if (o.scheme !== undefined) body['scheme'] = o.scheme;
   if (o.ordering !== undefined) body['ordering'] = o.ordering;
+  if (o.propagateTraceDefault) {
+    if (o.propagateTrace !== undefined)
+      throw new ExitError(EXIT.usage, '--propagate-trace-default: not with --propagate-trace or --no-propagate-trace');
+    body['propagate_trace'] = null;
+  } else if (o.propagateTrace !== undefined) body['propagate_trace'] = o.propagateTrace;
   if (o.header !== undefined) {
     const headers: Record<string, string> = {};
     for (const h of o.header) {

@@ -170,6 +170,12 @@ export const endpointAnswer = z.object({
   enabled: z.boolean(),
   scheme: z.enum(SCHEMES),
   ordering: z.enum(ORDERINGS).describe('keyed events after a dead head: relaxed lets the next go, strict blocks the key'),
+  propagate_trace: z
+    .boolean()
+    .nullable()
+    .describe(
+      'with tracing on, each POST carries traceparent/tracestate; null: a stored endpoint that follows notify.webhook.propagate_trace (config endpoints show theirs resolved)',
+    ),
   timeout_ms: z.int(),
   max_in_flight: z.int(),
   rotate_until: instant.nullable().describe('a secret rotation under way until then: both secrets sign'),
