@@ -44,14 +44,15 @@ describe('probe cadence', () => {
         while (d.alerts.length < 2) await d.step();
 
         const gaps = d.probes.map((t, i) => (t - (i === 0 ? opened : d.probes[i - 1]!)) / 1_000);
-        // Each gap is measured in whole steps of one second.
+        // Each gap is measured in whole steps of one second; a probe may land one step late, and
+        // the step it is seen in one more (a full run on two cores once measured 21.99 s).
         expect(gaps[0]).toBeGreaterThanOrEqual(10);
-        expect(gaps[0]).toBeLessThanOrEqual(11);
+        expect(gaps[0]).toBeLessThanOrEqual(12);
         expect(gaps[1]).toBeGreaterThanOrEqual(20);
-        expect(gaps[1]).toBeLessThanOrEqual(21);
+        expect(gaps[1]).toBeLessThanOrEqual(22);
         for (const g of gaps.slice(2)) {
           expect(g).toBeGreaterThanOrEqual(30);
-          expect(g).toBeLessThanOrEqual(31);
+          expect(g).toBeLessThanOrEqual(32);
         }
         expect(d.probes.length).toBeGreaterThanOrEqual(40);
         // The first probe after its return closes the circuit.

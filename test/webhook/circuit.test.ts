@@ -403,7 +403,8 @@ describe('circuit breaker', () => {
         });
         expect(row.cooldown_ms).toBe(2000);
         expect(row.probe_job_id).toBeNull();
-        expect(again.lines.some((l) => l.event === 'endpoint.circuit_opened' && l.reason === 'probe_deadline')).toBe(true);
+        // The line is written once the sweep's transaction committed, so it may come just after the row is seen.
+        await waitFor(() => again.lines.some((l) => l.event === 'endpoint.circuit_opened' && l.reason === 'probe_deadline') || null);
       } finally {
         await again.svc.stop();
       }
