@@ -96,11 +96,13 @@ begin
 end
 $$;
 
--- The transactional outbox (docs/integrate.md), as migration 0014 left it (a sixth argument,
--- `p_options`, an object, defaulted so the calls by position of deployed copies stay as they were),
--- now also reading `ordering_key` from it. Keys not known to this version are ignored, so newer
--- callers keep working.
-create or replace function :"schema".acw_notify(
+-- The transactional outbox (docs/integrate.md) gains a sixth parameter, `p_options`, a JSON object:
+-- `ordering_key`, and the producer's `traceparent` and `tracestate` (migration 0014's columns), are
+-- read from it; keys not known to this version are ignored, so newer callers keep working. Replaced
+-- rather than overloaded: a second function of five to six parameters would make the calls by
+-- position of deployed copies (two to five arguments) ambiguous.
+drop function :"schema".acw_notify(text, jsonb, text[], text, text);
+create function :"schema".acw_notify(
   p_topic text,
   p_data jsonb,
   p_recipients text[] default '{}',
@@ -144,7 +146,8 @@ begin
 end
 $$;
 
--- As migration 0014 left it, with each item's optional `ordering_key`.
+-- Each item may carry `ordering_key`, `traceparent` and `tracestate`, checked before anything is
+-- written (the error names events[i]).
 create or replace function :"schema".acw_notify_many(
   p_events jsonb,
   p_principal text default 'outbox'
