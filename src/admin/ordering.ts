@@ -54,17 +54,24 @@ export interface HeadAction {
   action: 'retried' | 'skipped';
 }
 
-/** Lock a blocked key; a key that is not blocked (or unknown) is a 404 or 409 naming the field. */
-async function lockBlocked(client: pg.ClientBase, endpoint: string, key: string): Promise<string> {
+/**
+ * Lock a blocked key; a key that is not blocked (or unknown) is a 404 or 409 naming the field. With
+ * `gone`, a key whose head no longer exists in job_queue (a job row deleted by hand rather than
+ * cancelled) is taken too: nothing else would move it on.
+ */
+async function lockBlocked(client: pg.ClientBase, endpoint: string, key: string, gone = false): Promise<string> {
   await lockKeys(client, [{ endpoint, key }]);
-  const res = await client.query<{ head: string | null; blocked: boolean }>(
-    `select head, blocked_at is not null as blocked from ordering_keys where endpoint = $1 and ordering_key = $2`,
+  // A statement after the lock: it sees the head the key's last writer committed.
+  const res = await client.query<{ head: string | null; blocked: boolean; orphaned: boolean }>(
+    `select head, blocked_at is not null as blocked,
+       head is not null and not exists (select 1 from job_queue q where q.id = o.head) as orphaned
+     from ordering_keys o where endpoint = $1 and ordering_key = $2`,
     [endpoint, key],
   );
   const row = res.rows[0];
   if (!row)
     throw new ApiError(404, 'not_found', `ordering_key: endpoint ${endpoint} has no key ${JSON.stringify(key)}`, { field: 'ordering_key' });
-  if (!row.blocked || row.head === null)
+  if (row.head === null || !(row.blocked || (gone && row.orphaned)))
     throw new ApiError(409, 'invalid_state', `ordering_key: the key ${JSON.stringify(key)} of endpoint ${endpoint} is not blocked`, {
       field: 'ordering_key',
     });
@@ -101,10 +108,13 @@ export async function retryHead(db: pg.Pool, endpoint: string, key: string, acto
   });
 }
 
-/** Skip a blocked key's head: it stays dead, and the key's next event goes (or the key is idle). */
+/**
+ * Skip a blocked key's head: it stays dead, and the key's next event goes (or the key is idle). A
+ * key whose head was deleted by hand is moved on the same way.
+ */
 export async function skipHead(db: pg.Pool, endpoint: string, key: string, actor: string, jobsChannel: string): Promise<HeadAction> {
   return withTransaction(db, async (client) => {
-    const head = await lockBlocked(client, endpoint, key);
+    const head = await lockBlocked(client, endpoint, key, true);
     // As a finished head that does not block: the key moves on to its next job, pending.
     await advanceKeys(client, [{ endpoint, key, id: head, dead: false }], jobsChannel, undefined, true);
     await writeAudit(client, {

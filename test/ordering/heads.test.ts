@@ -186,6 +186,33 @@ describe('a dead head', () => {
     expect(job.body.status).toBe('dead');
     await waitFor(async () => (await live('k-skip')) === 0);
   }, 30_000);
+
+  it('a head deleted by hand leaves its key waiting until skip-head moves it on', async () => {
+    // Paused: the head stays pending, so it can be deleted before it is sent.
+    expect((await call(api.url, 'POST', '/v1/endpoints/relaxed/pause', { token: admin, body: {} })).status).toBe(200);
+    await notifyKeyed('k-gone', ['g0', 'g1', 'g2'], 'relaxed.updated');
+    const head = (await db.pool.query(`select head from ordering_keys where endpoint = 'relaxed' and ordering_key = 'k-gone'`)).rows[0]
+      .head;
+    await db.pool.query(`delete from job_queue where id = $1`, [head]);
+    expect((await call(api.url, 'POST', '/v1/endpoints/relaxed/resume', { token: admin, body: {} })).status).toBe(200);
+    const body = { endpoint: 'relaxed', ordering_key: 'k-gone' };
+    // The key is not blocked, and a live head is not skipped: the 409 stands for a key that is merely busy.
+    const busy = { endpoint: 'relaxed', ordering_key: 'k-busy' };
+    expect((await call(api.url, 'POST', '/v1/endpoints/relaxed/pause', { token: admin, body: {} })).status).toBe(200);
+    await notifyKeyed('k-busy', ['b0', 'b1'], 'relaxed.updated');
+    const refused = await call(api.url, 'POST', '/v1/ordering/blocked/skip-head', { token: admin, body: busy });
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.details.field).toBe('ordering_key');
+    expect((await call(api.url, 'POST', '/v1/endpoints/relaxed/resume', { token: admin, body: {} })).status).toBe(200);
+    await waitFor(() => tagsAt('/relaxed', 'k-busy').length === 2);
+    // The deleted head's key waits: nothing of it went while k-busy was delivered.
+    expect(tagsAt('/relaxed', 'k-gone')).toEqual([]);
+    const skipped = await call(api.url, 'POST', '/v1/ordering/blocked/skip-head', { token: admin, body });
+    expect(skipped.body).toEqual({ ...body, head_job_id: head, action: 'skipped' });
+    await waitFor(() => tagsAt('/relaxed', 'k-gone').length === 2);
+    expect(tagsAt('/relaxed', 'k-gone')).toEqual(['g1', 'g2']);
+    await waitFor(async () => (await live('k-gone')) === 0);
+  }, 30_000);
 });
 
 const perKey = (list: ReceivedRequest[], k: string) =>

@@ -62,14 +62,14 @@ export function registerJobs(program: Command, run: CliRun): void {
     .command('retry-head')
     .description("send a blocked key's dead head again, first; the key goes on once it is delivered")
     .argument('<endpoint>', 'endpoint name')
-    .argument('<ordering-key>', 'the blocked key')
+    .argument('<key>', 'the ordering key')
     .option('-c, --config <file>', 'config file')
     .action(lazy(run, actions, 'jobsRetryHead'));
   jobs
     .command('skip-head')
-    .description("leave a blocked key's dead head dead and let the key's next event go")
+    .description("leave a blocked key's dead head dead (or a head deleted by hand gone) and let the key's next event go")
     .argument('<endpoint>', 'endpoint name')
-    .argument('<ordering-key>', 'the blocked key')
+    .argument('<key>', 'the ordering key')
     .option('-c, --config <file>', 'config file')
     .action(lazy(run, actions, 'jobsSkipHead'));
 }

@@ -240,11 +240,11 @@ export const OPERATIONS = {
   skipKeyHead: {
     method: 'POST',
     url: '/v1/ordering/blocked/skip-head',
-    summary: "Leave a blocked key's dead head dead and let the key's next event go",
+    summary: "Leave a blocked key's dead head dead (or a head deleted by hand gone) and let the key's next event go",
     access: ACCESS.admin,
     body: headActionBody,
     answers: { 200: json('the head, skipped', A.headActionAnswer) },
-    errors: { 404: 'the endpoint has no such key', 409: 'the key is not blocked' },
+    errors: { 404: 'the endpoint has no such key', 409: 'the key is not blocked, and its head is live' },
   },
   ...ENDPOINT_OPERATIONS,
   ...TOPIC_OPERATIONS,
