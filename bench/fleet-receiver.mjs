@@ -28,7 +28,15 @@ lag.enable();
 /** Responses of the hanging endpoints, held open. */
 const held = new Set();
 let connections = 0;
+/** Requests received and not yet answered (healthy endpoints: waiting out their delay). */
+let open = 0;
 let state = fresh({});
+// In flight over time: sampled every 10 ms once the run's first request arrived, so a run shows
+// whether the sender kept its slots full (the slow-endpoints ceiling) or let them drain between claims.
+const SAMPLE_MS = 10;
+setInterval(() => {
+  if (state.firstAt !== null && !state.reachedSent) state.inFlight.push(open);
+}, SAMPLE_MS).unref();
 
 function fresh({ target = Infinity, kind = 'completed' }) {
   return {
@@ -51,6 +59,7 @@ function fresh({ target = Infinity, kind = 'completed' }) {
     checked: 0,
     badSignatures: 0,
     peakConnections: connections,
+    inFlight: [],
   };
 }
 
@@ -100,6 +109,8 @@ const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (re
       reached(s, at);
     }
     job.attempts++;
+    open++;
+    res.on('close', () => open--);
     if (s.requests % 50 === 1) {
       s.checked++;
       const ts = req.headers['x-acw-timestamp'];
@@ -143,6 +154,22 @@ server.listen(0, '127.0.0.1', () => {
   process.send?.({ type: 'listening', port: server.address().port });
 });
 
+/** Mean and percentiles of the in-flight samples (and the samples themselves, when asked). */
+function inFlightSummary(samples, withTimeline) {
+  if (samples.length === 0) return null;
+  const sorted = samples.toSorted((a, b) => a - b);
+  const at = (q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+  const mean = samples.reduce((a, b) => a + b, 0) / samples.length;
+  return {
+    sample_ms: SAMPLE_MS,
+    mean: Math.round(mean * 10) / 10,
+    p10: at(0.1),
+    p50: at(0.5),
+    p90: at(0.9),
+    ...(withTimeline ? { timeline: samples } : {}),
+  };
+}
+
 const ms = (ns) => Math.max(0, Math.round((ns / 1e6 - LAG_RESOLUTION_MS) * 100) / 100);
 
 process.on('message', (m) => {
@@ -176,6 +203,7 @@ process.on('message', (m) => {
       checked: s.checked,
       badSignatures: s.badSignatures,
       peakConnections: s.peakConnections,
+      inFlight: inFlightSummary(s.inFlight, m.timeline === true),
       lag: { p50_ms: ms(lag.percentile(50)), p99_ms: ms(lag.percentile(99)), max_ms: ms(lag.max) },
       // [seq, first arrival] of every healthy job seen (the steady phase's latencies).
       arrivals: m.arrivals ? [...s.jobs.values()].map((j) => [j.seq, j.first]) : undefined,

@@ -3,7 +3,12 @@
 // endpoints and the load: {endpoints, hanging, delayMs, failPct, events, rate, seconds, waitS,
 // enqueueConnections}; acw runs with its own config, a peer at `concurrency`.
 import { fleetHealthy, peakRssMb, percentile, sleep, wallNow } from './common.mjs';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { RUN_TIMEOUT_S } from './env.mjs';
+
+/** BENCH_FLEET_TIMELINE=1: each drain also writes the receiver's in-flight samples (10 ms apart) to bench/results. */
+const TIMELINE = process.env.BENCH_FLEET_TIMELINE === '1';
 import { cpuDelta, cpuNow, perJob, pgssDump, pgssReset, POSTGRES, walMark, walWritten } from './pgstats.mjs';
 import { round } from './report.mjs';
 import { label, SYSTEMS } from '../systems/index.mjs';
@@ -19,6 +24,8 @@ function receiverFields(st) {
   return {
     receiver_lag_ms: st.lag,
     receiver_peak_connections: st.peakConnections,
+    // Requests waiting for their answer, sampled every 10 ms from the first arrival to the target.
+    receiver_in_flight: st.inFlight ? { ...st.inFlight, timeline: undefined } : null,
     answered_500: st.answered500,
     duplicates_200: st.duplicates200,
     hanging_arrivals: st.hangingArrivals,
@@ -75,7 +82,9 @@ export async function runDrain(ctx, { scenario, set, rx, key, concurrency, run, 
       if (!/timed out/.test(err.message)) throw err;
       timedOut = { at: wallNow() };
     });
-    const st = await rx.stats(false, 30_000);
+    const st = await rx.stats(false, 30_000, TIMELINE);
+    if (TIMELINE && st.inFlight?.timeline)
+      writeFileSync(join(ctx.resultsDir ?? 'bench/results', `${profile}-in-flight.json`), JSON.stringify(st.inFlight.timeline));
     const cpu1 = cpuNow(server, procs);
     const wal1 = pgWrites ? await walMark(server) : null;
     const rss = await peakRssMb(w.pid);

@@ -48,8 +48,8 @@ async function startReceiver(file, envVar, cfg, path = '') {
       c.send({ cmd: 'reset', ...opts });
       await c.wait('reset-ok', 10_000);
     },
-    async stats(arrivals = false, timeoutMs = 10_000) {
-      c.send({ cmd: 'stats', arrivals });
+    async stats(arrivals = false, timeoutMs = 10_000, timeline = false) {
+      c.send({ cmd: 'stats', arrivals, timeline });
       return c.wait('stats', timeoutMs);
     },
     wait: (type, ms) => c.wait(type, ms),
