@@ -1,6 +1,7 @@
 // One throughput run (the deliver, noop and backlog scenarios, bench/README.md#scenarios): enqueue
 // up front, CHECKPOINT, start the worker and the clock, stop the clock at the last completion the
 // database confirms.
+import { loadavg } from 'node:os';
 import pg from 'pg';
 import { peakRssMb, sleep, wallNow } from './common.mjs';
 import { BACKLOG, HEAP_SNAPSHOT_AT_S, N as DEFAULT_N, PROFILE, RUN_TIMEOUT_S } from './env.mjs';
@@ -48,6 +49,7 @@ export async function runThroughput(
     const procs = { worker: w.pid, pg: POSTGRES, receiver: receiver.pid };
     const wal0 = pgWrites ? await walMark(server) : null;
     const cpu0 = cpuNow(server, procs);
+    const load0 = loadavg()[0];
     const t0 = wallNow();
     w.send({ cmd: 'go' });
     // Profiling only: a heap snapshot of the worker this long into the run (what it holds live).
@@ -86,6 +88,7 @@ export async function runThroughput(
     if (mod.endTime && !timedOut) tEnd = (await mod.endTime(client, enq.ctx, { since: t0 })) ?? tEnd;
     if (snap) clearTimeout(snap);
     const cpu1 = cpuNow(server, procs);
+    const load1 = loadavg()[0];
     const wal1 = pgWrites ? await walMark(server) : null;
     const rss = await peakRssMb(w.pid);
     w.send({ cmd: 'stop' });
@@ -112,6 +115,8 @@ export async function runThroughput(
       peak_rss_mb: round(Math.max(rss ?? 0, stopped?.maxRssMb ?? 0), 1),
       mem_peak_mb: stopped?.mem ?? null,
       cpu_s: cpuDelta(cpu0, cpu1),
+      // The machine's 1-minute load average when the clock started and stopped (other work on it).
+      load_1m: [round(load0, 2), round(load1, 2)],
       received: st.count,
       distinct_ids: st.distinct,
       signatures_checked: st.checked,

@@ -4,7 +4,10 @@
 // BENCH_JOBS deliveries beside the same drain on an empty database (interleaved), the operator
 // reads through `serve`'s HTTP API, and the purge of one day at a time, quiet and while deliveries
 // run; once, the bytes each delivery kept in history costs.
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import pg from 'pg';
+import { sleep } from '../lib/common.mjs';
 import { int, list } from '../lib/env.mjs';
 import { historySizes, openHistory } from '../lib/history-cache.mjs';
 import { HISTORY_DEAD_EVERY } from '../lib/history-data.mjs';
@@ -19,6 +22,7 @@ export const HISTORY = {
   calls: int('BENCH_HISTORY_READS', 50),
   phases: list('BENCH_HISTORY_PHASES', ['drain', 'reads', 'purge', 'size']),
   copy: process.env.BENCH_HISTORY_COPY ?? 'file_copy',
+  settleMs: int('BENCH_HISTORY_SETTLE_MS', 5_000),
 };
 if (!['file_copy', 'wal_log'].includes(HISTORY.copy)) throw new Error('BENCH_HISTORY_COPY: file_copy or wal_log');
 for (const p of HISTORY.phases) {
@@ -52,6 +56,28 @@ async function holdPurge(url) {
     .finally(() => c.end());
 }
 
+/** Dirty and under-writeback page cache, MB (/proc/meminfo). */
+function dirtyMb() {
+  const m = readFileSync('/proc/meminfo', 'utf8');
+  const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(m)?.[1] ?? 0);
+  return Math.round((kb('Dirty') + kb('Writeback')) / 1024);
+}
+
+/**
+ * After each drain database is made, the same for both (the history's copy writes 7 GiB, the empty
+ * one's a few MB): `sync`, wait (up to 60 s) until the kernel holds under 64 MB of dirty pages, then
+ * BENCH_HISTORY_SETTLE_MS more, so that no write-back of the copy and none of the VM's work on it
+ * falls into the drain. Returns what it found and how long it took, for the result.
+ */
+async function settle() {
+  const t = performance.now();
+  const before = dirtyMb();
+  execFileSync('sync');
+  while (dirtyMb() > 64 && performance.now() - t < 60_000) await sleep(250);
+  await sleep(HISTORY.settleMs);
+  return { dirty_mb_before: before, dirty_mb_after: dirtyMb(), seconds: round((performance.now() - t) / 1000, 1) };
+}
+
 /** A fresh copy of the template, timed. */
 async function copy(h, name) {
   const t = performance.now();
@@ -74,8 +100,11 @@ async function runHistory(ctx, _key, run) {
     });
   const fromMs = Date.parse(h.info.from);
   if (HISTORY.phases.includes('drain')) {
+    // Odd runs drain on the history first, even runs on the empty database first, so that a trend
+    // in the machine's load over an invocation does not always favour the same database.
+    const order = run % 2 === 1 ? ['history', 'empty'] : ['empty', 'history'];
     for (const key of DRAIN_SYSTEMS.filter((k) => ctx.only.includes(k))) {
-      for (const db of ['history', 'empty']) {
+      for (const db of order) {
         ctx.note(`history drain run ${run}: ${key} on the ${db} database`);
         const on = {
           server: h.server,
@@ -83,7 +112,11 @@ async function runHistory(ctx, _key, run) {
           copy: db === 'history' ? HISTORY.copy : undefined,
           tag: db,
           fields: { phase: 'drain', db, ...fields },
-          prepare: holdPurge,
+          prepare: async (url) => {
+            await holdPurge(url);
+            // Read when the result is made (runThroughput spreads on.fields then).
+            on.fields.settle = await settle();
+          },
         };
         await runThroughput(ctx, 'history', key, run, { pgWrites: true, on });
       }
@@ -175,6 +208,7 @@ function drainRows(rs) {
       cpuEmpty: cpu('empty'),
       writes: `${fmt(w('history', 'wal_bytes'))} / ${fmt(w('history', 'index_entries'), 1)} vs ${fmt(w('empty', 'wal_bytes'))} / ${fmt(w('empty', 'index_entries'), 1)}`,
       copy: median(of('history').map((r) => r.copy_s)),
+      load: ['history', 'empty'].map((db) => fmt(median(of(db).map((r) => r.load_1m?.[0] ?? null)), 1)).join(' / '),
       timedOut: drains.some((r) => r.system === key && r.timed_out),
     });
   }
@@ -247,6 +281,7 @@ function report(results) {
     row('CPU µs/job worker / PostgreSQL / receiver, empty', (d) => d.cpuEmpty);
     row('WAL bytes / index entries per job, history vs empty', (d) => d.writes);
     row('copy of the template, s', (d) => fmt(d.copy, 1));
+    if (drains.some((d) => d.load !== 'n/a / n/a')) row('load average (1 min) at the start, history / empty (median)', (d) => d.load);
     md.push('');
   }
   if (reads.length) {
@@ -259,6 +294,10 @@ function report(results) {
         `| ${r.read}: \`${r.path}\` | ${fmt(r.p50, 1)} | ${fmt(r.p95, 1)} (${fmt(r.worstP95, 1)}) | ${fmt(r.max, 1)} | ${r.calls} | ${r.cpu} |`,
       );
     md.push('');
+    const loads = mine(results, 'reads')
+      .map((r) => r.load_1m)
+      .filter((x) => x !== undefined);
+    if (loads.length) md.push(`Load average (1 min) as the reads ran: ${fmt(Math.min(...loads), 1)} to ${fmt(Math.max(...loads), 1)}.`, '');
     const rollups = [...new Map(mine(results, 'reads').map((r) => [r.run, r.rollup])).values()].filter(Boolean);
     if (rollups.length)
       md.push(
