@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Queryable } from '../../src/db/pool.js';
-import { EXACT_UP_TO, queueCounts } from '../../src/history/stats.js';
+import { deliveryHealth, EXACT_UP_TO, percentile, queueCounts } from '../../src/history/stats.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
-// GET /v1/stats' jobs by status (src/history/stats.ts, docs/architecture.md#live-jobs-and-history):
-// pending and dead are exact up to EXACT_UP_TO, and past it an estimate flagged as such, so the
-// answer reads a bounded number of index entries however many dead jobs the history keeps.
+// The operator reads of src/history/stats.ts (docs/architecture.md#live-jobs-and-history). GET
+// /v1/stats' jobs by status: pending and dead are exact up to EXACT_UP_TO, and past it an estimate
+// flagged as such, so the answer reads a bounded number of index entries however many dead jobs
+// the history keeps. GET /v1/endpoints' health: duration buckets added up element-wise.
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -15,7 +16,7 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('truncate job_queue, job_history');
+  await db.pool.query('truncate job_queue, job_history, delivery_stats');
 });
 
 /** `n` finished jobs of `status` in job_history, half today and half yesterday (two day partitions). */
@@ -105,5 +106,38 @@ describe('jobs by status', () => {
     counts = await queueCounts(db.pool);
     expect(counts.estimated).toEqual(['pending']);
     expect(counts.pending).toBe(EXACT_UP_TO + 100 + half);
+  });
+});
+
+describe('endpoint health', () => {
+  it('adds up the duration buckets element-wise over rows of every length, as percentile reads them', async () => {
+    // Per endpoint: rows of the full length, shorter ones (older counters) and empty ones, over slots.
+    const rows: Array<{ endpoint: string; ago: number; slot: number; buckets: number[] }> = [
+      { endpoint: 'a', ago: 1, slot: -1, buckets: Array.from({ length: 18 }, (_, k) => (k === 3 ? 40 : k === 9 ? 5 : 0)) },
+      { endpoint: 'a', ago: 1, slot: 2, buckets: Array.from({ length: 18 }, (_, k) => (k === 4 ? 30 : 0)) },
+      { endpoint: 'a', ago: 5, slot: 0, buckets: [0, 0, 7, 9, 0, 3, 0, 0, 0, 2] },
+      { endpoint: 'a', ago: 7, slot: 1, buckets: [] },
+      { endpoint: 'b', ago: 2, slot: -1, buckets: [] },
+      { endpoint: 'b', ago: 3, slot: 0, buckets: [1, 2, 3] },
+    ];
+    await db.pool.query(
+      `insert into delivery_stats (minute, endpoint, slot, ok, failed, buckets, last_at)
+       select m, x.endpoint, x.slot, 1, 0, x.buckets, m
+         from json_to_recordset($1::json) as x(endpoint text, ago int, slot int, buckets int[]),
+              lateral (select date_bin('1 minute', now(), timestamptz 'epoch') - x.ago * interval '1 minute' as m) t`,
+      [JSON.stringify(rows)],
+    );
+    const health = await deliveryHealth(db.pool, ['a', 'b'], 60);
+    for (const endpoint of ['a', 'b']) {
+      const sum = Array.from({ length: 18 }, (_, k) =>
+        rows.filter((r) => r.endpoint === endpoint).reduce((a, r) => a + (r.buckets[k] ?? 0), 0),
+      );
+      expect(health.get(endpoint)).toMatchObject({ p50: percentile(sum, 0.5), p99: percentile(sum, 0.99) });
+    }
+    // Tells the buckets apart: a's p50 lies in bucket 3 (7 to 15 ms), its p99 in bucket 9 (511 to 1,023 ms).
+    expect(health.get('a')!.p50).toBeGreaterThanOrEqual(7);
+    expect(health.get('a')!.p50).toBeLessThan(15);
+    expect(health.get('a')!.p99).toBeGreaterThanOrEqual(511);
+    expect(health.get('a')!.p99).toBeLessThan(1_023);
   });
 });
