@@ -5,7 +5,7 @@ import { loadavg } from 'node:os';
 import pg from 'pg';
 import { peakRssMb, sleep, wallNow } from './common.mjs';
 import { BACKLOG, HEAP_SNAPSHOT_AT_S, N as DEFAULT_N, PROFILE, RUN_TIMEOUT_S } from './env.mjs';
-import { cpuDelta, cpuNow, perJob, pgssDump, pgssReset, POSTGRES, walMark, walWritten } from './pgstats.mjs';
+import { activityDelta, cpuDelta, cpuNow, dbActivity, perJob, pgssDump, pgssReset, POSTGRES, walMark, walWritten } from './pgstats.mjs';
 import { round } from './report.mjs';
 import { graphile, label, pgboss, SYSTEMS } from '../systems/index.mjs';
 
@@ -47,6 +47,7 @@ export async function runThroughput(
   try {
     await w.wait('loaded', 60_000);
     const procs = { worker: w.pid, pg: POSTGRES, receiver: receiver.pid };
+    const act0 = pgWrites ? await dbActivity(url) : null;
     const wal0 = pgWrites ? await walMark(server) : null;
     const cpu0 = cpuNow(server, procs);
     const load0 = loadavg()[0];
@@ -94,6 +95,8 @@ export async function runThroughput(
     w.send({ cmd: 'stop' });
     const stopped = await w.wait('stopped', 30_000).catch(() => null);
     await w.exited;
+    // The worker's backends flush their counters as they exit, a moment after its connections close.
+    const act1 = pgWrites ? await sleep(1_000).then(() => dbActivity(url)) : null;
     const pgss = await pgssDump(url, `${key}-${scenario}-${run}`, ctx.profDir);
     const st = await receiver.stats();
     const verify = await mod.verify(client, { mode, since: t0 }, enq.ctx);
@@ -124,6 +127,7 @@ export async function runThroughput(
       verify,
       ...(backlog ? { backlog: mod === graphile ? { completed: 0, future: BACKLOG.future } : BACKLOG } : {}),
       ...(writes ? { pg_writes: writes, pg_writes_per_job: perJob(writes, done) } : {}),
+      ...(act1 ? { db_activity_per_job: activityDelta(act0, act1, done) } : {}),
       ...(pgss ? { pgss } : {}),
     };
     ctx.emit(r);
