@@ -64,10 +64,10 @@ function dirtyMb() {
 }
 
 /**
- * After each drain database is made, the same for both (the history's copy writes 7 GiB, the empty
- * one's a few MB): `sync`, wait (up to 60 s) until the kernel holds under 64 MB of dirty pages, then
- * BENCH_HISTORY_SETTLE_MS more, so that no write-back of the copy and none of the VM's work on it
- * falls into the drain. Returns what it found and how long it took, for the result.
+ * Once a system's two drain databases are made, before either drains (the history's copy writes
+ * 7 GiB, the empty one's a few MB): `sync`, wait (up to 60 s) until the kernel holds under 64 MB of
+ * dirty pages, then BENCH_HISTORY_SETTLE_MS more, so that no write-back of the copy and none of the
+ * VM's work on it falls into a drain. Returns what it found and how long it took, for the result.
  */
 async function settle() {
   const t = performance.now();
@@ -78,10 +78,10 @@ async function settle() {
   return { dirty_mb_before: before, dirty_mb_after: dirtyMb(), seconds: round((performance.now() - t) / 1000, 1) };
 }
 
-/** A fresh copy of the template, timed. */
-async function copy(h, name) {
+/** A fresh copy of the template (or of `from`), timed. */
+async function copy(h, name, from = h.template) {
   const t = performance.now();
-  const url = await h.server.createDatabase(name, h.template, { strategy: HISTORY.copy });
+  const url = await h.server.createDatabase(name, from, { strategy: HISTORY.copy });
   return { url, copy_s: round((performance.now() - t) / 1000, 1) };
 }
 
@@ -100,25 +100,32 @@ async function runHistory(ctx, _key, run) {
     });
   const fromMs = Date.parse(h.info.from);
   if (HISTORY.phases.includes('drain')) {
-    // Odd runs drain on the history first, even runs on the empty database first, so that a trend
-    // in the machine's load over an invocation does not always favour the same database.
+    // Both databases of a system are made before either drains and dropped after both: dropping a
+    // 7 GiB copy frees that much memory at once, which this VM's host takes back and faults in again
+    // on the next use (steal time), and a drain right after a drop paid for it where one right after
+    // a copy did not. Odd runs drain on the history first, even runs on the empty database first.
     const order = run % 2 === 1 ? ['history', 'empty'] : ['empty', 'history'];
     for (const key of DRAIN_SYSTEMS.filter((k) => ctx.only.includes(k))) {
-      for (const db of order) {
-        ctx.note(`history drain run ${run}: ${key} on the ${db} database`);
-        const on = {
-          server: h.server,
-          template: db === 'history' ? h.template : h.empty,
-          copy: db === 'history' ? HISTORY.copy : undefined,
-          tag: db,
-          fields: { phase: 'drain', db, ...fields },
-          prepare: async (url) => {
-            await holdPurge(url);
-            // Read when the result is made (runThroughput spreads on.fields then).
-            on.fields.settle = await settle();
-          },
-        };
-        await runThroughput(ctx, 'history', key, run, { pgWrites: true, on });
+      const made = {};
+      try {
+        for (const db of ['history', 'empty']) {
+          const name = `b_${key.replace('-', '_')}_history_${db}_${run}`;
+          made[db] = { name, ...(await copy(h, name, db === 'history' ? h.template : h.empty)) };
+          await holdPurge(made[db].url);
+        }
+        const settled = await settle();
+        for (const db of order) {
+          ctx.note(`history drain run ${run}: ${key} on the ${db} database`);
+          const on = {
+            server: h.server,
+            made: made[db],
+            tag: db,
+            fields: { phase: 'drain', db, ...fields, settle: settled, position: order.indexOf(db) + 1 },
+          };
+          await runThroughput(ctx, 'history', key, run, { pgWrites: true, on });
+        }
+      } finally {
+        for (const m of Object.values(made)) await h.server.dropDatabase(m.name);
       }
     }
   }
@@ -209,6 +216,7 @@ function drainRows(rs) {
       writes: `${fmt(w('history', 'wal_bytes'))} / ${fmt(w('history', 'index_entries'), 1)} vs ${fmt(w('empty', 'wal_bytes'))} / ${fmt(w('empty', 'index_entries'), 1)}`,
       copy: median(of('history').map((r) => r.copy_s)),
       load: ['history', 'empty'].map((db) => fmt(median(of(db).map((r) => r.load_1m?.[0] ?? null)), 1)).join(' / '),
+      steal: ['history', 'empty'].map((db) => fmt(median(of(db).map((r) => r.steal_pct ?? null)), 1)).join(' / '),
       timedOut: drains.some((r) => r.system === key && r.timed_out),
     });
   }
@@ -282,6 +290,8 @@ function report(results) {
     row('WAL bytes / index entries per job, history vs empty', (d) => d.writes);
     row('copy of the template, s', (d) => fmt(d.copy, 1));
     if (drains.some((d) => d.load !== 'n/a / n/a')) row('load average (1 min) at the start, history / empty (median)', (d) => d.load);
+    if (drains.some((d) => d.steal !== 'n/a / n/a'))
+      row('CPU stolen by the hypervisor during the drain, %, history / empty (median)', (d) => d.steal);
     md.push('');
   }
   if (reads.length) {
