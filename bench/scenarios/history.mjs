@@ -4,12 +4,9 @@
 // BENCH_JOBS deliveries beside the same drain on an empty database (interleaved), the operator
 // reads through `serve`'s HTTP API, and the purge of one day at a time, quiet and while deliveries
 // run; once, the bytes each delivery kept in history costs.
-import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import pg from 'pg';
-import { sleep } from '../lib/common.mjs';
 import { int, list } from '../lib/env.mjs';
 import { historySizes, openHistory } from '../lib/history-cache.mjs';
+import { holdPurge, settle, vacuum } from '../lib/history-prep.mjs';
 import { HISTORY_DEAD_EVERY } from '../lib/history-data.mjs';
 import { runPurgeLive, runPurgeQuiet } from '../lib/history-purge.mjs';
 import { rollupCopy, runReads, shiftCounters } from '../lib/history-reads.mjs';
@@ -41,41 +38,6 @@ function open(ctx) {
     return h;
   });
   return opened;
-}
-
-/**
- * The purge runner would run at the service's start (a fresh database has never run it) and drop
- * whatever of an older template is past the default retention during the measured drain: mark it
- * as just run, on both databases alike. The purge is measured on its own.
- */
-async function holdPurge(url) {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  await c
-    .query(`insert into runner_state (name, last_run_at) values ('job_purge', now()) on conflict (name) do update set last_run_at = now()`)
-    .finally(() => c.end());
-}
-
-/** Dirty and under-writeback page cache, MB (/proc/meminfo). */
-function dirtyMb() {
-  const m = readFileSync('/proc/meminfo', 'utf8');
-  const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(m)?.[1] ?? 0);
-  return Math.round((kb('Dirty') + kb('Writeback')) / 1024);
-}
-
-/**
- * Once a system's two drain databases are made, before either drains (the history's copy writes
- * 7 GiB, the empty one's a few MB): `sync`, wait (up to 60 s) until the kernel holds under 64 MB of
- * dirty pages, then BENCH_HISTORY_SETTLE_MS more, so that no write-back of the copy and none of the
- * VM's work on it falls into a drain. Returns what it found and how long it took, for the result.
- */
-async function settle() {
-  const t = performance.now();
-  const before = dirtyMb();
-  execFileSync('sync');
-  while (dirtyMb() > 64 && performance.now() - t < 60_000) await sleep(250);
-  await sleep(HISTORY.settleMs);
-  return { dirty_mb_before: before, dirty_mb_after: dirtyMb(), seconds: round((performance.now() - t) / 1000, 1) };
 }
 
 /** A fresh copy of the template (or of `from`), timed. */
@@ -113,7 +75,7 @@ async function runHistory(ctx, _key, run) {
           made[db] = { name, ...(await copy(h, name, db === 'history' ? h.template : h.empty)) };
           await holdPurge(made[db].url);
         }
-        const settled = await settle();
+        const settled = await settle(HISTORY.settleMs);
         for (const db of order) {
           ctx.note(`history drain run ${run}: ${key} on the ${db} database`);
           const on = {
@@ -123,6 +85,10 @@ async function runHistory(ctx, _key, run) {
             fields: { phase: 'drain', db, ...fields, settle: settled, position: order.indexOf(db) + 1 },
           };
           await runThroughput(ctx, 'history', key, run, { pgWrites: true, on });
+          // The first drain's database is vacuumed before the second drain starts: otherwise
+          // autovacuum cleans up after its 20,000 jobs inside the second drain's window (PostgreSQL's
+          // CPU and WAL are counted cluster-wide), whichever database that is.
+          if (db === order[0]) await vacuum(made[db].url);
         }
       } finally {
         for (const m of Object.values(made)) await h.server.dropDatabase(m.name);
