@@ -1,6 +1,7 @@
 // The history scenario's operator reads (bench/README.md#history-at-volume): GET requests to a
 // `serve` child on a fresh copy of the history template, through HTTP as the dashboard makes
 // them, each timed over `calls` sequential calls on one keep-alive connection after one warm-up.
+import { loadavg } from 'node:os';
 import pg from 'pg';
 import { percentile, wallNow } from './common.mjs';
 import { dist } from './dist.mjs';
@@ -169,6 +170,7 @@ export async function runReads(ctx, { server, url, run, calls, fields }) {
         const warm = await get(path(calls));
         const times = [];
         const cpu0 = cpuNow(server, { serve: c.pid, pg: POSTGRES });
+        const load0 = loadavg()[0];
         let last = warm;
         for (let i = 0; i < calls; i++) {
           last = await get(path(i));
@@ -189,6 +191,7 @@ export async function runReads(ctx, { server, url, run, calls, fields }) {
           p50_ms: round(percentile(times, 50), 2),
           p95_ms: round(percentile(times, 95), 2),
           max_ms: round(times.at(-1), 2),
+          load_1m: round(load0, 2),
           items: Array.isArray(last.body.items) ? last.body.items.length : undefined,
           cpu_ms_per_call: {
             serve: round(((cpu1.serve - cpu0.serve) * 1000) / calls, 2),

@@ -111,3 +111,43 @@ export async function pgssDump(url, name, profDir) {
     await c.end();
   }
 }
+
+/**
+ * The database's activity counters so far (pg_stat_database: transactions, tuples returned and
+ * fetched, buffers hit and read; pg_stat_user_tables by table, a partition under its parent:
+ * sequential and index scans and the rows they read). Take one before and one after a window and
+ * subtract with activityDelta(): where two databases write the same per job (the WAL) but differ in
+ * CPU per job, this says which reads differ. The counters are flushed by each backend at most once
+ * a second and when it exits, so read the second one after the worker's connections are gone.
+ */
+export async function dbActivity(url) {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const d = (
+      await c.query(`select xact_commit::float8 as commits, xact_rollback::float8 as rollbacks, tup_returned::float8 as tup_returned,
+          tup_fetched::float8 as tup_fetched, blks_hit::float8 as blks_hit, blks_read::float8 as blks_read
+        from pg_stat_database where datname = current_database()`)
+    ).rows[0];
+    const t = await c.query(`select coalesce(p.relname, s.relname) as rel, sum(s.seq_scan)::float8 as seq_scan,
+          sum(s.seq_tup_read)::float8 as seq_tup_read, sum(coalesce(s.idx_scan, 0))::float8 as idx_scan,
+          sum(coalesce(s.idx_tup_fetch, 0))::float8 as idx_tup_fetch
+        from pg_stat_user_tables s left join pg_inherits i on i.inhrelid = s.relid left join pg_class p on p.oid = i.inhparent
+       group by 1`);
+    return { db: d, tables: Object.fromEntries(t.rows.map(({ rel, ...rest }) => [rel, rest])) };
+  } finally {
+    await c.end();
+  }
+}
+
+/** Two dbActivity() readings subtracted, per job (to 0.01); tables with no scan in between left out. */
+export function activityDelta(a, b, jobs) {
+  if (!a || !b || !jobs) return null;
+  const per = (x, y) => Object.fromEntries(Object.keys(y).map((k) => [k, round(((y[k] ?? 0) - (x?.[k] ?? 0)) / jobs, 2)]));
+  const tables = {};
+  for (const [rel, v] of Object.entries(b.tables)) {
+    const d = per(a.tables[rel], v);
+    if (d.seq_scan || d.idx_scan) tables[rel] = d;
+  }
+  return { db: per(a.db, b.db), tables };
+}

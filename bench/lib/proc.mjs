@@ -102,3 +102,12 @@ export function pgCpuSeconds(dataDir) {
   }
   return ticks / TICK;
 }
+
+/**
+ * The machine's CPU time so far from /proc/stat, in clock ticks: all of it (busy, idle and stolen)
+ * and the part the hypervisor gave to others while this VM wanted to run (`steal`).
+ */
+export function machineTicks() {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1, 9).map(Number);
+  return { total: f.reduce((a, b) => a + b, 0), steal: f[7] };
+}

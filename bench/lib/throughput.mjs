@@ -1,10 +1,12 @@
 // One throughput run (the deliver, noop and backlog scenarios, bench/README.md#scenarios): enqueue
 // up front, CHECKPOINT, start the worker and the clock, stop the clock at the last completion the
 // database confirms.
+import { loadavg } from 'node:os';
 import pg from 'pg';
 import { peakRssMb, sleep, wallNow } from './common.mjs';
 import { BACKLOG, HEAP_SNAPSHOT_AT_S, N as DEFAULT_N, PROFILE, RUN_TIMEOUT_S } from './env.mjs';
-import { cpuDelta, cpuNow, perJob, pgssDump, pgssReset, POSTGRES, walMark, walWritten } from './pgstats.mjs';
+import { activityDelta, cpuDelta, cpuNow, dbActivity, perJob, pgssDump, pgssReset, POSTGRES, walMark, walWritten } from './pgstats.mjs';
+import { machineTicks } from './proc.mjs';
 import { round } from './report.mjs';
 import { graphile, label, pgboss, SYSTEMS } from '../systems/index.mjs';
 
@@ -13,7 +15,8 @@ import { graphile, label, pgboss, SYSTEMS } from '../systems/index.mjs';
  * 'noop' runs a handler that does nothing. `pgWrites`: also what PostgreSQL wrote to the WAL per
  * job (lib/pgstats.mjs), read after the clock stopped. The history scenario runs it on its own
  * server (`on`: {server, template, copy strategy, tag for the database name and the result's
- * fields, prepare(url) before the enqueue}); the time to copy the template is then reported.
+ * fields, prepare(url) before the enqueue; or `made`, a database it made itself}); the time to copy
+ * the template is then reported.
  */
 export async function runThroughput(
   ctx,
@@ -32,8 +35,11 @@ export async function runThroughput(
   const backlog = scenario === 'backlog';
   const db = `b_${key.replace('-', '_')}_${scenario}${on?.tag ? `_${on.tag}` : ''}${tag ? `_${tag}` : ''}_${run}`;
   const tc = performance.now();
-  const url = await server.createDatabase(db, on?.template ?? (await ctx.template(key, backlog)), { strategy: on?.copy });
-  const copyS = (performance.now() - tc) / 1000;
+  // `on.made`: a database the caller made (and drops) itself, {url, copy_s}.
+  const url = on?.made
+    ? on.made.url
+    : await server.createDatabase(db, on?.template ?? (await ctx.template(key, backlog)), { strategy: on?.copy });
+  const copyS = on?.made ? on.made.copy_s : (performance.now() - tc) / 1000;
   await on?.prepare?.(url);
   if (!on) await ctx.experimentSettings(mod, db);
   const enq = await mod.enqueue(url, { mode, n: N, ...enqueueOpts });
@@ -46,8 +52,11 @@ export async function runThroughput(
   try {
     await w.wait('loaded', 60_000);
     const procs = { worker: w.pid, pg: POSTGRES, receiver: receiver.pid };
+    const act0 = pgWrites ? await dbActivity(url) : null;
     const wal0 = pgWrites ? await walMark(server) : null;
     const cpu0 = cpuNow(server, procs);
+    const load0 = loadavg()[0];
+    const ticks0 = machineTicks();
     const t0 = wallNow();
     w.send({ cmd: 'go' });
     // Profiling only: a heap snapshot of the worker this long into the run (what it holds live).
@@ -86,11 +95,15 @@ export async function runThroughput(
     if (mod.endTime && !timedOut) tEnd = (await mod.endTime(client, enq.ctx, { since: t0 })) ?? tEnd;
     if (snap) clearTimeout(snap);
     const cpu1 = cpuNow(server, procs);
+    const load1 = loadavg()[0];
+    const ticks1 = machineTicks();
     const wal1 = pgWrites ? await walMark(server) : null;
     const rss = await peakRssMb(w.pid);
     w.send({ cmd: 'stop' });
     const stopped = await w.wait('stopped', 30_000).catch(() => null);
     await w.exited;
+    // The worker's backends flush their counters as they exit, a moment after its connections close.
+    const act1 = pgWrites ? await sleep(1_000).then(() => dbActivity(url)) : null;
     const pgss = await pgssDump(url, `${key}-${scenario}-${run}`, ctx.profDir);
     const st = await receiver.stats();
     const verify = await mod.verify(client, { mode, since: t0 }, enq.ctx);
@@ -112,6 +125,10 @@ export async function runThroughput(
       peak_rss_mb: round(Math.max(rss ?? 0, stopped?.maxRssMb ?? 0), 1),
       mem_peak_mb: stopped?.mem ?? null,
       cpu_s: cpuDelta(cpu0, cpu1),
+      // The machine's 1-minute load average when the clock started and stopped (other work on it).
+      load_1m: [round(load0, 2), round(load1, 2)],
+      // The share of the machine's CPU time the hypervisor gave elsewhere during the window (/proc/stat steal).
+      steal_pct: round((100 * (ticks1.steal - ticks0.steal)) / Math.max(1, ticks1.total - ticks0.total), 1),
       received: st.count,
       distinct_ids: st.distinct,
       signatures_checked: st.checked,
@@ -119,6 +136,7 @@ export async function runThroughput(
       verify,
       ...(backlog ? { backlog: mod === graphile ? { completed: 0, future: BACKLOG.future } : BACKLOG } : {}),
       ...(writes ? { pg_writes: writes, pg_writes_per_job: perJob(writes, done) } : {}),
+      ...(act1 ? { db_activity_per_job: activityDelta(act0, act1, done) } : {}),
       ...(pgss ? { pgss } : {}),
     };
     ctx.emit(r);
@@ -126,6 +144,6 @@ export async function runThroughput(
   } finally {
     if (!w.exit) await w.kill();
     await client.end().catch(() => undefined);
-    await server.dropDatabase(db);
+    if (!on?.made) await server.dropDatabase(db);
   }
 }

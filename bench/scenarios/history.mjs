@@ -4,9 +4,9 @@
 // BENCH_JOBS deliveries beside the same drain on an empty database (interleaved), the operator
 // reads through `serve`'s HTTP API, and the purge of one day at a time, quiet and while deliveries
 // run; once, the bytes each delivery kept in history costs.
-import pg from 'pg';
 import { int, list } from '../lib/env.mjs';
 import { historySizes, openHistory } from '../lib/history-cache.mjs';
+import { holdPurge, settle, vacuum } from '../lib/history-prep.mjs';
 import { HISTORY_DEAD_EVERY } from '../lib/history-data.mjs';
 import { runPurgeLive, runPurgeQuiet } from '../lib/history-purge.mjs';
 import { rollupCopy, runReads, shiftCounters } from '../lib/history-reads.mjs';
@@ -19,6 +19,7 @@ export const HISTORY = {
   calls: int('BENCH_HISTORY_READS', 50),
   phases: list('BENCH_HISTORY_PHASES', ['drain', 'reads', 'purge', 'size']),
   copy: process.env.BENCH_HISTORY_COPY ?? 'file_copy',
+  settleMs: int('BENCH_HISTORY_SETTLE_MS', 5_000),
 };
 if (!['file_copy', 'wal_log'].includes(HISTORY.copy)) throw new Error('BENCH_HISTORY_COPY: file_copy or wal_log');
 for (const p of HISTORY.phases) {
@@ -39,23 +40,10 @@ function open(ctx) {
   return opened;
 }
 
-/**
- * The purge runner would run at the service's start (a fresh database has never run it) and drop
- * whatever of an older template is past the default retention during the measured drain: mark it
- * as just run, on both databases alike. The purge is measured on its own.
- */
-async function holdPurge(url) {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  await c
-    .query(`insert into runner_state (name, last_run_at) values ('job_purge', now()) on conflict (name) do update set last_run_at = now()`)
-    .finally(() => c.end());
-}
-
-/** A fresh copy of the template, timed. */
-async function copy(h, name) {
+/** A fresh copy of the template (or of `from`), timed. */
+async function copy(h, name, from = h.template) {
   const t = performance.now();
-  const url = await h.server.createDatabase(name, h.template, { strategy: HISTORY.copy });
+  const url = await h.server.createDatabase(name, from, { strategy: HISTORY.copy });
   return { url, copy_s: round((performance.now() - t) / 1000, 1) };
 }
 
@@ -74,18 +62,36 @@ async function runHistory(ctx, _key, run) {
     });
   const fromMs = Date.parse(h.info.from);
   if (HISTORY.phases.includes('drain')) {
+    // Both databases of a system are made before either drains and dropped after both: dropping a
+    // 7 GiB copy frees that much memory at once, which this VM's host takes back and faults in again
+    // on the next use (steal time), and a drain right after a drop paid for it where one right after
+    // a copy did not. Odd runs drain on the history first, even runs on the empty database first.
+    const order = run % 2 === 1 ? ['history', 'empty'] : ['empty', 'history'];
     for (const key of DRAIN_SYSTEMS.filter((k) => ctx.only.includes(k))) {
-      for (const db of ['history', 'empty']) {
-        ctx.note(`history drain run ${run}: ${key} on the ${db} database`);
-        const on = {
-          server: h.server,
-          template: db === 'history' ? h.template : h.empty,
-          copy: db === 'history' ? HISTORY.copy : undefined,
-          tag: db,
-          fields: { phase: 'drain', db, ...fields },
-          prepare: holdPurge,
-        };
-        await runThroughput(ctx, 'history', key, run, { pgWrites: true, on });
+      const made = {};
+      try {
+        for (const db of ['history', 'empty']) {
+          const name = `b_${key.replace('-', '_')}_history_${db}_${run}`;
+          made[db] = { name, ...(await copy(h, name, db === 'history' ? h.template : h.empty)) };
+          await holdPurge(made[db].url);
+        }
+        const settled = await settle(HISTORY.settleMs);
+        for (const db of order) {
+          ctx.note(`history drain run ${run}: ${key} on the ${db} database`);
+          const on = {
+            server: h.server,
+            made: made[db],
+            tag: db,
+            fields: { phase: 'drain', db, ...fields, settle: settled, position: order.indexOf(db) + 1 },
+          };
+          await runThroughput(ctx, 'history', key, run, { pgWrites: true, on });
+          // The first drain's database is vacuumed before the second drain starts: otherwise
+          // autovacuum cleans up after its 20,000 jobs inside the second drain's window (PostgreSQL's
+          // CPU and WAL are counted cluster-wide), whichever database that is.
+          if (db === order[0]) await vacuum(made[db].url);
+        }
+      } finally {
+        for (const m of Object.values(made)) await h.server.dropDatabase(m.name);
       }
     }
   }
@@ -175,6 +181,8 @@ function drainRows(rs) {
       cpuEmpty: cpu('empty'),
       writes: `${fmt(w('history', 'wal_bytes'))} / ${fmt(w('history', 'index_entries'), 1)} vs ${fmt(w('empty', 'wal_bytes'))} / ${fmt(w('empty', 'index_entries'), 1)}`,
       copy: median(of('history').map((r) => r.copy_s)),
+      load: ['history', 'empty'].map((db) => fmt(median(of(db).map((r) => r.load_1m?.[0] ?? null)), 1)).join(' / '),
+      steal: ['history', 'empty'].map((db) => fmt(median(of(db).map((r) => r.steal_pct ?? null)), 1)).join(' / '),
       timedOut: drains.some((r) => r.system === key && r.timed_out),
     });
   }
@@ -247,6 +255,9 @@ function report(results) {
     row('CPU µs/job worker / PostgreSQL / receiver, empty', (d) => d.cpuEmpty);
     row('WAL bytes / index entries per job, history vs empty', (d) => d.writes);
     row('copy of the template, s', (d) => fmt(d.copy, 1));
+    if (drains.some((d) => d.load !== 'n/a / n/a')) row('load average (1 min) at the start, history / empty (median)', (d) => d.load);
+    if (drains.some((d) => d.steal !== 'n/a / n/a'))
+      row('CPU stolen by the hypervisor during the drain, %, history / empty (median)', (d) => d.steal);
     md.push('');
   }
   if (reads.length) {
@@ -259,6 +270,10 @@ function report(results) {
         `| ${r.read}: \`${r.path}\` | ${fmt(r.p50, 1)} | ${fmt(r.p95, 1)} (${fmt(r.worstP95, 1)}) | ${fmt(r.max, 1)} | ${r.calls} | ${r.cpu} |`,
       );
     md.push('');
+    const loads = mine(results, 'reads')
+      .map((r) => r.load_1m)
+      .filter((x) => x !== undefined);
+    if (loads.length) md.push(`Load average (1 min) as the reads ran: ${fmt(Math.min(...loads), 1)} to ${fmt(Math.max(...loads), 1)}.`, '');
     const rollups = [...new Map(mine(results, 'reads').map((r) => [r.run, r.rollup])).values()].filter(Boolean);
     if (rollups.length)
       md.push(

@@ -9,8 +9,13 @@ import { FOLDED, TOTAL } from './stats-rollup.js';
  * of an endpoint's health as many), and count live jobs only up to a cap, past which they estimate.
  */
 
-/** Exact counts up to this many; past it, an estimate from the table statistics. */
-export const EXACT_UP_TO = 10_000;
+/**
+ * Exact counts up to this many; past it, an estimate from the table statistics. A count reads one
+ * index entry per job it counts (and, on a day partition not vacuumed yet, its heap row), so this is
+ * what `GET /v1/stats` costs at most per status, whatever the history holds. With 10,000 (the cap
+ * before) and 100,000 dead jobs kept, the dead count was most of the statement's time.
+ */
+export const EXACT_UP_TO = 1_000;
 
 export interface QueueCounts {
   pending: number;
@@ -25,13 +30,21 @@ export interface QueueCounts {
 /**
  * Jobs by status: pending (with the jobs behind their ordering key's head, read on
  * job_queue_behind_idx), running and dead now, completed and cancelled in the last 24 hours.
- * Pending and dead are counted up to EXACT_UP_TO and estimated past it (job_queue's, or the dead
- * set's, row estimate); running jobs are few (each holds a worker). Dead jobs are counted on the
- * index of dead jobs alone (job_history_dead_only_idx, migration 0012), an index-only read.
+ * Pending and dead are counted up to EXACT_UP_TO and estimated past it; running jobs are few (each
+ * holds a worker). Dead jobs are counted on the index of dead jobs alone (job_history_dead_only_idx,
+ * migration 0012), an index-only read. The cap is a literal, so that the plan (generic once the
+ * statement has run five times) is made for it.
+ *
+ * The estimates: pending, job_queue's row estimate less the running jobs; dead, each day partition
+ * of the dead set (which also holds the cancelled jobs) by its row estimate times the share of its
+ * rows that are dead in its column statistics (all of them while it has none), as of its last
+ * analyze (autovacuum's, every tenth of a partition's rows or so).
  */
 export async function queueCounts(db: Queryable): Promise<QueueCounts> {
+  const cap = EXACT_UP_TO + 1;
   const res = await db.query<{
     pending: number;
+    behind: number;
     running: number;
     dead: number;
     live_est: number;
@@ -41,24 +54,28 @@ export async function queueCounts(db: Queryable): Promise<QueueCounts> {
   }>({
     name: 'acw_queue_counts',
     text: `select
-        (select count(*)::int from (select 1 from job_queue where status = 'pending' limit $1) p)
-          + (select count(*)::int from (select 1 from job_queue where status = 'behind' limit $1) b) as pending,
+        (select count(*)::int from (select 1 from job_queue where status = 'pending' limit ${cap}) p) as pending,
+        (select count(*)::int from (select 1 from job_queue where status = 'behind' limit ${cap}) b) as behind,
         (select count(*)::int from job_queue where status = 'running') as running,
-        (select count(*)::int from (select 1 from job_history_dead where status = 'dead' limit $1) d) as dead,
+        (select count(*)::int from (select 1 from job_history_dead where status = 'dead' limit ${cap}) d) as dead,
         (select greatest(reltuples, 0)::float8 from pg_class where oid = 'job_queue'::regclass) as live_est,
-        (select coalesce(sum(greatest(c.reltuples, 0)), 0)::float8 from pg_inherits i join pg_class c on c.oid = i.inhrelid
-          where i.inhparent = 'job_history_dead'::regclass) as dead_est,
+        (select coalesce(sum(greatest(c.reltuples, 0) * coalesce(
+                  (select coalesce(s.most_common_freqs[array_position(s.most_common_vals::text::text[], 'dead')], 0)
+                     from pg_stats s where s.schemaname = n.nspname and s.tablename = c.relname and s.attname = 'status'), 1)), 0)::float8
+           from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_namespace n on n.oid = c.relnamespace
+          where i.inhparent = 'job_history_dead'::regclass and c.reltuples > 0) as dead_est,
         jc.completed_24h, jc.cancelled_24h
       from (select coalesce(sum(completed), 0)::int as completed_24h, coalesce(sum(cancelled), 0)::int as cancelled_24h
               from job_counts where minute > now() - interval '24 hours') jc`,
-    values: [EXACT_UP_TO + 1],
   });
   const r = res.rows[0]!;
   const estimated: Array<'pending' | 'dead'> = [];
-  let pending = r.pending;
+  let pending = r.pending + r.behind;
   let dead = r.dead;
-  if (pending > EXACT_UP_TO) {
-    pending = Math.max(EXACT_UP_TO, Math.round(r.live_est) - r.running);
+  // Each half is exact unless it reached the cap; either one past it makes the sum an estimate.
+  if (r.pending > EXACT_UP_TO || r.behind > EXACT_UP_TO) {
+    const atLeast = Math.min(r.pending, EXACT_UP_TO) + Math.min(r.behind, EXACT_UP_TO);
+    pending = Math.max(atLeast, Math.round(r.live_est) - r.running);
     estimated.push('pending');
   }
   if (dead > EXACT_UP_TO) {
@@ -108,6 +125,15 @@ export interface DeliveryHealth {
 }
 
 /**
+ * The duration buckets of a group of counter rows added up element-wise, as fixed sums: an array
+ * shorter than DURATION_BUCKETS (older counters) adds nothing past its end, and `percentile` reads
+ * no further. Where unnesting every row's array and grouping by position made an hour of 20
+ * endpoints 21,000 rows to hash (the statement took 9 to 15 ms with 5 million deliveries kept), this
+ * is one pass over the rows (under 3 ms).
+ */
+const BUCKET_SUMS = Array.from({ length: DURATION_BUCKETS }, (_, k) => `coalesce(sum(buckets[${k + 1}]), 0)::int`).join(', ');
+
+/**
  * Each endpoint's attempts over the last `windowMinutes` whole minutes (its FOLDED rows and the
  * slot rows not folded yet): how many, the share
  * answered 2xx, the duration percentiles (from the power-of-two buckets, interpolated within one),
@@ -131,11 +157,7 @@ export async function deliveryHealth(
        select * from delivery_stats
        where endpoint = any($1::text[]) and minute >= date_bin('1 minute', now(), timestamptz 'epoch') - ($2 - 1) * interval '1 minute'
          and slot >= ${FOLDED}),
-     b as (
-       select endpoint, array_agg(n order by k) as buckets from (
-         select w.endpoint, u.k, sum(u.n)::int as n from w cross join lateral unnest(w.buckets) with ordinality u(n, k)
-         group by 1, 2) x
-       group by endpoint),
+     b as (select endpoint, array[${BUCKET_SUMS}] as buckets from w group by endpoint),
      e as (select distinct on (endpoint) endpoint, last_error, last_error_at from w where last_error_at is not null
            order by endpoint, last_error_at desc)
      select w.endpoint, sum(w.ok)::int as ok, sum(w.failed)::int as failed, max(w.last_at) as last_at,

@@ -299,7 +299,10 @@ export const statsAnswer = z.object({
     dead: count,
     completed_24h: count,
     cancelled_24h: count,
-    estimated: z.array(z.string()).optional().describe('the counts above that are estimates rather than exact'),
+    estimated: z
+      .array(z.string())
+      .optional()
+      .describe('the counts above that are estimates from the table statistics rather than exact: pending or dead, past 1,000'),
   }),
   oldest_due: z.object({ run_at: instant, age_seconds: z.number() }).nullable(),
   deliveries: z.object({
