@@ -775,6 +775,37 @@ describe.skipIf(!HAVE)('the dashboard in Chromium', () => {
     expect(await a11yProblems()).toEqual([]);
   });
 
+  it('past 1,000 dead jobs the overview shows the estimate as one, and exact counts as they are', async () => {
+    // Dead jobs as the history keeps them, half today and half yesterday (two day partitions), then
+    // the statistics autovacuum would gather: /v1/stats now estimates the dead count.
+    const type = 'browser.estimate';
+    await db.pool.query(
+      `insert into job_history (id, type, payload, status, attempts, max_attempts, run_at, created_at, finished_at, series_started_at)
+       select gen_random_uuid(), $1, '{}', 'dead', 1, 6, t, t, t, t
+         from generate_series(1, 3000) g, lateral (select now() - (g % 2) * interval '1 day' as t) x`,
+      [type],
+    );
+    try {
+      await db.pool.query('analyze job_history_dead');
+      const stats = (await api('GET', '/v1/stats?window=1h', TOKENS.admin)).body;
+      expect(stats.queue.estimated).toEqual(['dead']);
+      await page.goto(`${base}/#/`);
+      const card = (label: string) =>
+        page
+          .locator('.card')
+          .filter({ has: page.getByRole('link', { name: label, exact: true }) })
+          .locator('dd');
+      await expect.poll(() => card('dead').textContent()).toMatch(/^≈ \d{1,3}(,\d{3})+$/);
+      expect(Number((await card('dead').textContent())!.replace(/\D/g, ''))).toBeGreaterThanOrEqual(3000);
+      expect(await card('dead').locator('span').getAttribute('title')).toContain('counted exactly up to 1,000');
+      expect(await card('pending').textContent()).toMatch(/^\d+$/);
+      await shoot('overview-estimated');
+    } finally {
+      await db.pool.query('delete from job_history where type = $1', [type]);
+      await db.pool.query('analyze job_history_dead');
+    }
+  });
+
   it('the layout holds at 1280 and 390 px: action buttons on screen, no table clipped, legends without placeholders, whole date placeholders', async () => {
     // At 1280 px the last action of the endpoints table (Replay) is inside the table's box, not scrolled away.
     await page.goto(`${base}/#/endpoints`);

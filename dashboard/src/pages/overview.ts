@@ -15,6 +15,17 @@ const CARDS: Array<[key: Exclude<keyof Stats['queue'], 'estimated'>, status: str
   ['cancelled_24h', 'cancelled', 'cancelled (24 h)'],
 ];
 
+/**
+ * A queue count as the card shows it. Past 1,000 pending or dead jobs the server estimates the
+ * figure from PostgreSQL's table statistics and names it in `queue.estimated` (docs/operations.md,
+ * GET /v1/stats): shown as "≈ n", so an operator does not read it as an exact count.
+ */
+function count(queue: Stats['queue'], key: Exclude<keyof Stats['queue'], 'estimated'>): VNode | string {
+  const n = (queue[key] ?? 0).toLocaleString();
+  if (!(queue.estimated as string[] | undefined)?.includes(key)) return n;
+  return html`<span title="An estimate from PostgreSQL's table statistics: counted exactly up to 1,000">≈ ${n}</span>`;
+}
+
 function ProcessesTable({ items }: { items: WorkerProcess[] }): VNode {
   return html`<${Table} label="Processes" head=${['Process', 'State', 'Version', 'Started', 'Last seen', 'In flight', 'Runners']} stack>
     ${items.map(
@@ -88,7 +99,7 @@ export function OverviewPage({ admin }: { admin: boolean }): VNode {
                 ([key, status, label]) =>
                   html`<div class="card">
                     <dt><a href=${`#/jobs?status=${status}`}>${label}</a></dt>
-                    <dd>${(hour.queue[key] ?? 0).toLocaleString()}</dd>
+                    <dd>${count(hour.queue, key)}</dd>
                   </div>`,
               )}
               <div class="card">
