@@ -14,6 +14,7 @@ import { reportMismatch } from './topics/check.js';
 import { syncConfigTopics } from './topics/store.js';
 import { jobExpiry } from './runners/expiry.js';
 import { jobPurge } from './runners/purge.js';
+import { jobQueueAnalyze } from './runners/queue-analyze.js';
 import { jobReaper } from './runners/reaper.js';
 import { ensureDaysAhead, historyPartitions } from './history/partitions.js';
 import { statsRollup } from './history/stats-rollup.js';
@@ -21,7 +22,7 @@ import { historyUpgrade } from './history/upgrade.js';
 import { Scheduler, type PeriodicRunner } from './runners/scheduler.js';
 import { enqueueJobs } from './queue/transitions.js';
 import type { DeadHook, NewJob } from './queue/types.js';
-import type { JobHandler, WorkerPool } from './queue/worker.js';
+import { makeWorkerId, type JobHandler, type WorkerPool } from './queue/worker.js';
 import { DeliveryLoop } from './delivery/loop.js';
 import { AdaptiveLimits } from './endpoint-state/adaptive-limits.js';
 import type { EndpointStates } from './endpoint-state/endpoint-states.js';
@@ -36,7 +37,6 @@ import { bootstrapUsers } from './users.js';
 import { principalOfTokenHash } from './admin/users.js';
 import { TokenCache, type TokenCacheOptions } from './admin/token-cache.js';
 import { ProcessRegistration } from './admin/processes.js';
-import { makeWorkerId } from './queue/worker.js';
 import { startTracing, stopTracing } from './tracing/runtime.js';
 
 export interface ServiceOptions {
@@ -341,7 +341,7 @@ function logConfig(cfg: Config, log: Logger, runners: readonly PeriodicRunner[])
   }
 }
 
-/** Our periodic runners as configured (reaper, purge, partitions, counter rollup, upgrade, expiry of held jobs), then the host's with their `jobs.<name>` blocks. */
+/** Our periodic runners as configured (reaper, purge, partitions, counter rollup, upgrade, expiry of held jobs, job_queue's analyze as it grows), then the host's with their `jobs.<name>` blocks. */
 function periodicRunners(
   cfg: Config,
   ctx: { channels: ReturnType<typeof channels>; onDead: DeadHook; alertSinks: AlertSinks | null; metrics: Metrics },
@@ -387,6 +387,7 @@ function periodicRunners(
       alertSinks: ctx.alertSinks,
       onExpired: (rows) => ctx.metrics.jobsExpired(rows),
     }),
+    jobQueueAnalyze(),
     ...hostRunners.flatMap((runner) => withRunnerConfig(runner, runnerConfig(cfg, runner.name))),
   ];
 }

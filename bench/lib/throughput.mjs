@@ -3,6 +3,7 @@
 // database confirms.
 import { loadavg } from 'node:os';
 import pg from 'pg';
+import { dumpSeqScans, logMark } from './auto-explain.mjs';
 import { peakRssMb, sleep, wallNow } from './common.mjs';
 import { BACKLOG, HEAP_SNAPSHOT_AT_S, N as DEFAULT_N, PROFILE, RUN_TIMEOUT_S } from './env.mjs';
 import { activityDelta, cpuDelta, cpuNow, dbActivity, perJob, pgssDump, pgssReset, POSTGRES, walMark, walWritten } from './pgstats.mjs';
@@ -54,6 +55,7 @@ export async function runThroughput(
     const procs = { worker: w.pid, pg: POSTGRES, receiver: receiver.pid };
     const act0 = pgWrites ? await dbActivity(url) : null;
     const wal0 = pgWrites ? await walMark(server) : null;
+    const log0 = logMark(server.logFile);
     const cpu0 = cpuNow(server, procs);
     const load0 = loadavg()[0];
     const ticks0 = machineTicks();
@@ -105,6 +107,8 @@ export async function runThroughput(
     // The worker's backends flush their counters as they exit, a moment after its connections close.
     const act1 = pgWrites ? await sleep(1_000).then(() => dbActivity(url)) : null;
     const pgss = await pgssDump(url, `${key}-${scenario}-${run}`, ctx.profDir);
+    const dbName = new URL(url).pathname.slice(1);
+    const seqScans = dumpSeqScans(server.logFile, log0, dbName, ctx.profDir, dbName);
     const st = await receiver.stats();
     const verify = await mod.verify(client, { mode, since: t0 }, enq.ctx);
     const seconds = (tEnd - t0) / 1000;
@@ -138,6 +142,7 @@ export async function runThroughput(
       ...(writes ? { pg_writes: writes, pg_writes_per_job: perJob(writes, done) } : {}),
       ...(act1 ? { db_activity_per_job: activityDelta(act0, act1, done) } : {}),
       ...(pgss ? { pgss } : {}),
+      ...(seqScans ? { auto_explain: seqScans } : {}),
     };
     ctx.emit(r);
     return r;
