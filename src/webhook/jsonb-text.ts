@@ -6,8 +6,10 @@ import { types } from 'node:util';
  * built in memory from this text is byte for byte the body built later from the stored event.
  *
  * Two things reorder an object's keys on that way, and nothing else changes:
- * - jsonb keeps an object's keys sorted, shorter first by UTF-8 byte length, then bytewise (its
+ * - jsonb keeps an object's keys sorted, shorter first by byte length, then bytewise (its
  *   lengthCompareJsonbString); a repeated key keeps its last value, as JSON.parse already did here.
+ *   The bytes are UTF-8 in a UTF8 database (the embedded one is created so); in a database of
+ *   another encoding, non-ASCII keys would sort by that encoding's bytes instead.
  * - JSON.parse then builds an ordinary object, whose own keys list array indices ("0" to
  *   "4294967294") first, in numeric order, and the other keys in the order they came.
  *
@@ -16,6 +18,7 @@ import { types } from 'node:util';
  * back as 1000000000000000000000, 5e-324 as 0.000…005), and JSON.parse rounds it to the same double.
  * -0 was already written 0. Strings come back as they went (no NUL, no lone surrogate: eventData
  * refuses those, as jsonb does), so JSON.stringify escapes them alike.
+ * So for a value from JSON.parse this is JSON.stringify's text with members reordered: as long.
  *
  * test/webhook/jsonb-text.test.ts holds this equal to the round trip through real PostgreSQL.
  */

@@ -174,6 +174,16 @@ describe('jsonbText', () => {
     expect(mine).toEqual(stored);
   });
 
+  it('reads numbers back as JSON.stringify wrote them, though jsonb writes some in another notation', async () => {
+    const numbers = [1e21, 5e-324, 1e-7];
+    const { rows } = await db.pool.query<{ out: string }>(
+      'select t::jsonb::text as out from unnest($1::text[]) with ordinality u(t, i) order by i',
+      [numbers.map((n) => JSON.stringify(n))],
+    );
+    expect(rows.map((r) => r.out)).toEqual(['1000000000000000000000', `0.${'0'.repeat(323)}5`, '0.0000001']);
+    expect(rows.map((r) => JSON.stringify(JSON.parse(r.out)))).toEqual(['1e+21', '5e-324', '1e-7']);
+  });
+
   it('throws on a bigint, as JSON.stringify does', () => {
     expect(() => jsonbText({ n: 1n })).toThrow(TypeError);
   });
