@@ -98,6 +98,19 @@ export async function eventsTableOf(db) {
   return r.rows[0].p ? 'event_log' : 'events';
 }
 
+/**
+ * Whether the build's jobs of events in event_log carry no body (migration 0018): the loader then
+ * writes them so, as the service does, and their bodies are made from their events when sent.
+ */
+export async function bodiesByReference(db) {
+  const r = await db.query(`select to_regclass('acw_migrations') is not null and exists (select 1 from acw_migrations where id = 18) as b`);
+  return r.rows[0].b;
+}
+
+/** The payload of a webhook job of the batch's row (`s`): its topic, and its body unless by reference. */
+const payloadSql = (byReference, topic, body) =>
+  byReference ? `jsonb_build_object('topic', ${topic})` : `jsonb_build_object('topic', ${topic}, 'body', ${body})`;
+
 /** The statement that writes one batch on the history layout. */
 function historyBatchSql(spec) {
   return `with ${rowsCte({ ...spec, layout: 'history' })},
@@ -107,7 +120,7 @@ function historyBatchSql(spec) {
   jh as (
     insert into job_history (id, type, payload, status, attempts, max_attempts, run_at, last_error, created_at, finished_at,
       event_id, endpoint, topic, series_started_at)
-    select jid, 'webhook.deliver', jsonb_build_object('topic', topic, 'body', body),
+    select jid, 'webhook.deliver', ${payloadSql(spec.byReference, 'topic', 'body')},
       case when dead then 'dead' else 'completed' end, 1, 6, queued_at, case when dead then 'HTTP 410' end, queued_at, finished_at,
       eid, endpoint, topic, queued_at from s),
   ja as (
@@ -188,7 +201,8 @@ export async function loadFinished(
     ]);
   }
   const eventsTable = await eventsTableOf(db);
-  const sql = (layout === 'history' ? historyBatchSql : jobsBatchSql)({ style, endpoints, topics, deadEvery, eventsTable });
+  const byReference = await bodiesByReference(db);
+  const sql = (layout === 'history' ? historyBatchSql : jobsBatchSql)({ style, endpoints, topics, deadEvery, eventsTable, byReference });
   const step = (toMs - fromMs) / rows;
   for (let lo = 1; lo <= rows; lo += batch) {
     const hi = Math.min(rows, lo + batch - 1);
@@ -205,6 +219,7 @@ export async function loadFinished(
 export async function loadFuture(db, n) {
   await prepareSession(db);
   const eventsTable = await eventsTableOf(db);
+  const byReference = await bodiesByReference(db);
   const body = `'{"event_id":"' || e.id || '","topic":"order.paid","occurred_at":"' || to_char(e.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '","data":{"seq":' || g || ',"order_id":"ord_' || lpad(g::text, 8, '0') || '","amount_cents":2500,"currency":"EUR","customer":{"id":"cus_1","email":"customer1@example.com"},"items":2}}'`;
   await db.query(
     `with g as (select g, acw_uuid_v7() as eid, now() as t from generate_series(1, $1::int) g),
@@ -213,7 +228,7 @@ export async function loadFuture(db, n) {
        select eid, 'order.paid', jsonb_build_object('seq', g), 'outbox', t, t from g returning id, created_at),
      e2 as (select e.id, e.created_at, row_number() over () as g from e)
      insert into job_queue (id, type, payload, status, attempts, max_attempts, run_at, event_id, endpoint)
-     select pg_temp.bench_v8(e.id, 'default'), 'webhook.deliver', jsonb_build_object('topic', 'order.paid', 'body', ${body}), 'pending', 0, 6,
+     select pg_temp.bench_v8(e.id, 'default'), 'webhook.deliver', ${payloadSql(byReference, `'order.paid'`, body)}, 'pending', 0, 6,
        now() + interval '1 day' + (g % 3600) * interval '1 second', e.id, 'default'
      from e2 e`,
     [n],

@@ -15,6 +15,8 @@ import {
   type JobView,
 } from './job-view.js';
 import { decodeCursor, encodeCursor, requireLimit, requireText, requireUuid } from './params.js';
+import { JOB_EVENT, toJobEvent } from '../queue/job-rows.js';
+import { eventBody } from '../webhook/job.js';
 
 /** Operator reads of `jobs` (`GET /v1/jobs`, `jobs list|show`). Writes: job-actions.ts, queue/transitions.ts. */
 export { cancelJob, redriveJobs, retryJob, type RedriveFilter } from './job-actions.js';
@@ -68,19 +70,27 @@ export async function listJobs(
   };
 }
 
-/** One job with its payload and its HTTP attempts, oldest first; null when there is no such job. */
+/**
+ * One job with its payload and its HTTP attempts, oldest first; null when there is no such job. The
+ * payload shows the body the job sends, also when it is made from the job's event.
+ */
 export async function getJob(
   db: Queryable,
   id: string,
   disabled?: DisabledEndpoints,
 ): Promise<(JobView & { payload: unknown; deliveries: AttemptView[] }) | null> {
   const jobId = requireUuid(id, 'id');
-  const job = await db.query<JobRow & HeldColumns & { payload: unknown }>(
-    `select j.*, ${HELD_COLUMNS} from (select ${JOB_COLUMNS}, payload from jobs where id = $1) j ${HELD_JOIN}`,
+  const job = await db.query<JobRow & HeldColumns & { payload: unknown; event: { data: unknown; ms: number } | null }>(
+    `select j.*, ${HELD_COLUMNS} from (select ${JOB_COLUMNS}, payload, ${JOB_EVENT} as event from jobs j where id = $1) j ${HELD_JOIN}`,
     [jobId],
   );
   const row = job.rows[0];
   if (!row) return null;
+  // A job of an event sends the body made from it: shown as if the payload carried it.
+  const event = toJobEvent(row.event);
+  const p = row.payload as { topic?: unknown; body?: unknown } | null;
+  if (event && row.event_id && p && typeof p.topic === 'string' && p.body === undefined)
+    row.payload = { ...p, body: eventBody(row.event_id, p.topic, event) };
   const att = await db.query<AttemptRow>(
     `select attempt, status_code, error_kind, error, duration_ms, response_body, lease_lost, aborted, created_at, probe
      from webhook_attempts where job_id = $1 order by created_at, id`,

@@ -14,10 +14,10 @@ import { VERSION } from '../version.js';
 export const BEAT_MS = 10_000;
 /**
  * The layout this version writes (2: job_queue and job_history, migration 0010; 3: events in day
- * partitions, migration 0012): a migration that changes it again can tell the processes that write
- * the old one.
+ * partitions, migration 0012; 4: a job of an event in event_log carries no body, migration 0018):
+ * a migration that changes it again can tell the processes that write or read the old one.
  */
-export const JOB_LAYOUT = 3;
+export const JOB_LAYOUT = 4;
 
 /** A row not seen for this long is shown as gone: three missed beats. */
 export const GONE_MS = 3 * BEAT_MS;

@@ -6,7 +6,7 @@ import { ApiError, badField } from '../errors.js';
 import type { Logger } from '../log.js';
 import { insertJobs, replayJobs } from '../queue/transitions.js';
 import type { NewJob } from '../queue/types.js';
-import { WEBHOOK_JOB, buildBody, webhookJobId, webhookJobIdV5, type DeliverPayload } from '../webhook/job.js';
+import { WEBHOOK_JOB, webhookJobId, webhookJobIdV5, type DeliverPayload } from '../webhook/job.js';
 import { hasLegacyEvents, promoteLegacyJobs } from '../history/upgrade.js';
 import { uuidFloor } from '../notify/event-id.js';
 import { writeAudit } from './audit.js';
@@ -330,7 +330,6 @@ async function createMissing(
       const jobs: NewJob[] = missing.map((ev) => {
         const payload: DeliverPayload = {
           topic: ev.topic,
-          body: buildBody({ id: ev.id, topic: ev.topic, occurredAt: ev.created_at, data: ev.data }),
           // A replayed delivery's attempts link to the notify too (docs/operations.md#tracing).
           ...(ev.traceparent === null
             ? {}

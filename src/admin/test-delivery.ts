@@ -1,7 +1,7 @@
 import { withTransaction } from '../db/pool.js';
 import { enqueueJobs } from '../queue/transitions.js';
 import type { Service } from '../service.js';
-import { WEBHOOK_JOB, buildBody, type DeliverPayload } from '../webhook/job.js';
+import { WEBHOOK_JOB, type DeliverPayload } from '../webhook/job.js';
 import { writeAudit } from './audit.js';
 import { ApiError } from '../errors.js';
 import { prepareTestDelivery } from '../endpoint-state/operator.js';
@@ -36,15 +36,15 @@ export async function sendTestEvent(
   const result = await withTransaction(svc.db.pool, async (client) => {
     // Paused: 409 before anything is written. Open: the test job waits for the probe, so probe now.
     const { probeNow } = await prepareTestDelivery(client, svc.channels.endpoints, name);
-    const row = await client.query<{ id: string; created_at: Date }>(
+    const row = await client.query<{ id: string }>(
       `insert into event_log (topic, data, principal, dispatched_at, schema_version) values ($1, $2::jsonb, $3, now(), $4)
-       returning id, created_at`,
+       returning id`,
       [topic, JSON.stringify(data), actor, ev.schemaVersion ?? null],
     );
-    const { id: eventId, created_at: occurredAt } = row.rows[0]!;
+    const { id: eventId } = row.rows[0]!;
+    // Its event is in event_log: the body is made from it, as for any event's job.
     const payload: DeliverPayload = {
       topic,
-      body: buildBody({ id: eventId, topic, occurredAt, data }),
       ...(ev.schemaVersion !== undefined ? { schema_version: ev.schemaVersion } : {}),
     };
     const jobIds = await enqueueJobs(

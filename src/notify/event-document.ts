@@ -68,7 +68,6 @@ export function eventRows(items: readonly Item[], createdAt: Date): EventRow[] {
     id: it.result.event_id,
     topic: it.input.topic,
     data: it.input.data,
-    dataJson: it.data,
     recipients: it.input.recipients ?? [],
     created_at: createdAt,
     ...(it.trace ? { trace: it.trace } : {}),

@@ -5,8 +5,8 @@ import type { CatalogView } from '../topics/catalog.js';
 import type { OnMismatch } from '../topics/check.js';
 import type { Handover, JobAdopter } from '../queue/handover.js';
 import { insertJobs } from '../queue/transitions.js';
-import type { NewJob } from '../queue/types.js';
-import { WEBHOOK_JOB, buildBody, buildBodyWithData, webhookJobId, type DeliverPayload } from '../webhook/job.js';
+import type { JobEvent, NewJob } from '../queue/types.js';
+import { WEBHOOK_JOB, jobEventOf, webhookJobId, type DeliverPayload } from '../webhook/job.js';
 import type { TraceCarrier } from '../tracing/carrier.js';
 
 /**
@@ -23,8 +23,6 @@ export interface EventRow {
   created_at: Date;
   /** Its ordering key (docs/operations.md#ordered-delivery): its jobs go in order per endpoint and key. */
   ordering_key?: string | null;
-  /** `data` as JSON text, when the caller has it already (see buildBodyWithData). */
-  dataJson?: string;
   /** Its producer's trace context, copied into each of its jobs (docs/operations.md#tracing). */
   trace?: TraceCarrier | undefined;
   /** The topic's schema version it was validated against (sent as X-ACW-Schema-Version). */
@@ -125,15 +123,15 @@ export async function writeFanOut(
   const results = events.map((ev, i) => {
     const { result, endpoints } = plans[i]!;
     if (endpoints.length > 0) {
+      // No body: the claim makes it from the event (docs/architecture.md#bodies-by-reference).
       const payload: DeliverPayload = {
         topic: ev.topic,
         ...(ev.schema_version != null ? { schema_version: ev.schema_version } : {}),
-        body:
-          ev.dataJson === undefined
-            ? buildBody({ id: ev.id, topic: ev.topic, occurredAt: ev.created_at, data: ev.data })
-            : buildBodyWithData({ id: ev.id, topic: ev.topic, occurredAt: ev.created_at }, ev.dataJson),
         ...ev.trace,
       };
+      // What a claim would read of the event, for the jobs this process's pool takes at once.
+      let made: JobEvent | undefined;
+      const event = (): JobEvent => (made ??= jobEventOf(ev.data, ev.created_at));
       const key = ev.ordering_key ?? null;
       if (key !== null) strict ??= new Set(ctx.endpoints().flatMap((e) => (e.ordering === 'strict' ? [e.name] : [])));
       endpoints.forEach((name, k) =>
@@ -145,6 +143,7 @@ export async function writeFanOut(
           eventId: ev.id,
           endpoint: name,
           ...(key !== null ? { orderingKey: key, strictOrdering: strict?.has(name) === true } : {}),
+          event,
         }),
       );
     } else {

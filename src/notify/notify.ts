@@ -4,7 +4,7 @@ import type pg from 'pg';
 import { ApiError } from '../errors.js';
 import { handoverTransaction, type Handover } from '../queue/handover.js';
 import { insertWithJobs } from '../queue/transitions.js';
-import { OCCURRED_AT_SQL, WEBHOOK_JOB, bodyAround } from '../webhook/job.js';
+import { WEBHOOK_JOB } from '../webhook/job.js';
 import { canonicalJson } from './canonical-json.js';
 import { newEventId } from './event-id.js';
 import { fanOutPlanner, writeFanOut, type FanOutContext, type FanOutResult } from './fan-out.js';
@@ -217,7 +217,6 @@ async function notifyOne(
   Object.assign(result, check);
   const version = check.schema_version ?? null;
   const data = dataJson(input.data);
-  const [bodyBefore, bodyAfter] = bodyAround({ id, topic: input.topic }, data);
   const key = input.idempotency_key;
   const first =
     key === undefined
@@ -256,9 +255,6 @@ async function notifyOne(
       eventId: id,
       topic: input.topic,
       schemaVersion: version,
-      bodyBefore,
-      bodyNowSql: OCCURRED_AT_SQL,
-      bodyAfter,
       ...(trace ? { trace } : {}),
     },
     ctx.jobsChannel,

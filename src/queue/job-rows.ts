@@ -1,4 +1,4 @@
-import type { ClaimedJob, DeadJob, DeadReason, JobStatus, NewJob } from './types.js';
+import type { ClaimedJob, DeadJob, DeadReason, JobEvent, JobStatus, NewJob } from './types.js';
 
 /**
  * What the statements of transitions.ts share (SQL fragments, each rule written once), the rows
@@ -44,6 +44,8 @@ export interface ClaimRow {
   parked_since_ms: number | null;
   skipped_since_ms: number | null;
   db_now_ms: number;
+  /** JOB_EVENT as node-postgres parsed it. */
+  event: { data: unknown; ms: number } | null;
 }
 
 /**
@@ -54,12 +56,33 @@ export interface ClaimRow {
  */
 export const epochMs = (ts: string): string => `date_part('epoch', ${ts}) * 1000`;
 
+/**
+ * A claimed job's event (JobEvent), for a job whose payload carries no body: one primary-key read of
+ * `events`, the day partition of `event_log` found at run time from the id (and, until the purge drops
+ * it, the table of events from before migration 0012: a second probe). A job that carries its body,
+ * or has no event, reads nothing.
+ */
+export const JOB_EVENT = `case when j.event_id is null or j.payload ? 'body' then null else (
+    select jsonb_build_object('data', e.data, 'ms', round(date_part('epoch', date_trunc('milliseconds', e.created_at, 'UTC')) * 1000))
+    from events e where e.id = j.event_id) end`;
+
 /** What a claim returns, read by `toClaimed`. */
 export const RETURNING = `j.id, j.type, j.payload, j.attempts, j.max_attempts, j.lease_token,
   ${epochMs('j.lease_expires_at')} as lease_expires_ms,
   j.event_id, j.endpoint, j.ordering_key, j.ordering_seq, ${epochMs('j.created_at')} as created_ms,
   ${epochMs('j.parked_since')} as parked_since_ms,
-  ${epochMs('j.skipped_since')} as skipped_since_ms, ${epochMs('now()')} as db_now_ms`;
+  ${epochMs('j.skipped_since')} as skipped_since_ms, ${epochMs('now()')} as db_now_ms, ${JOB_EVENT} as event`;
+
+/**
+ * The JobEvent of a JOB_EVENT value; null stays null. created_at comes as whole milliseconds since
+ * the epoch, truncated as node-postgres dates it (a float8 within a millisecond's fraction of the
+ * whole count, rounded to it: exact for any year to 9999), cheaper than to_char per row.
+ */
+export function toJobEvent(v: { data: unknown; ms: number } | null): JobEvent | null {
+  if (v === null) return null;
+  // node-postgres parsed the jsonb text, whose object keys are in jsonb's order: JSON.stringify keeps it.
+  return { dataJson: JSON.stringify(v.data), occurredAt: new Date(v.ms).toISOString() };
+}
 
 /**
  * A database-clock instant on this process's clock, through the offset between the two read
@@ -84,6 +107,7 @@ export function toClaimed(r: ClaimRow, localNow: number): ClaimedJob {
     orderingKey: r.ordering_key,
     orderingSeq: r.ordering_seq === null ? null : Number(r.ordering_seq),
     createdAt: new Date(r.created_ms),
+    event: toJobEvent(r.event),
     endpointUnknownSince: r.parked_since_ms === null ? null : new Date(r.parked_since_ms),
     skippedTurnsSince: r.skipped_since_ms === null ? null : new Date(r.skipped_since_ms),
   };
@@ -114,6 +138,7 @@ export function toLeasedJob(j: NewJob, r: InsertRow & { lease_token: string; lea
     orderingKey: j.orderingKey ?? null,
     orderingSeq: r.ordering_seq == null ? null : Number(r.ordering_seq),
     createdAt: new Date(r.db_now_ms),
+    event: j.event?.() ?? null,
     endpointUnknownSince: null,
     skippedTurnsSince: null,
   };

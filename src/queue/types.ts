@@ -34,6 +34,22 @@ export interface NewJob {
   orderingKey?: string | null;
   /** A dead head blocks its key until an operator retries or skips it (else the next goes). */
   strictOrdering?: boolean;
+  /**
+   * Its event, not stored with it: for a job inserted already claimed by this process (a handover),
+   * what a claim would read (ClaimedJob.event). Called only for such jobs.
+   */
+  event?: () => JobEvent;
+}
+
+/**
+ * A job's event as its claim reads it from `events`, for a job whose payload leaves its body to
+ * be made from the event (docs/architecture.md#bodies-by-reference): the data as JSON text with its object
+ * keys in the order PostgreSQL's jsonb keeps them (what JSON.stringify makes of it as node-postgres
+ * parses it), and its created_at as `occurred_at` text (UTC, milliseconds truncated, `Z`).
+ */
+export interface JobEvent {
+  dataJson: string;
+  occurredAt: string;
 }
 
 export interface ClaimedJob {
@@ -51,6 +67,8 @@ export interface ClaimedJob {
   orderingKey?: string | null;
   orderingSeq?: number | null;
   createdAt: Date;
+  /** Its event, read with the claim when its payload carries no body (JobEvent); else null. */
+  event?: JobEvent | null;
   /** Since when its endpoint has been unknown (column `parked_since`): the 24 h rule to dead. */
   endpointUnknownSince: Date | null;
   /**

@@ -5,7 +5,7 @@ import type { Finished } from '../queue/flusher.js';
 import type { AttemptRecord, ClaimedJob, JobOutcome } from '../queue/types.js';
 import type { OutcomeHandler } from '../queue/worker.js';
 import { sendWebhook } from './send.js';
-import { isDeliverPayload, WEBHOOK_JOB, type DeliverPayload } from './job.js';
+import { eventBody, isDeliverPayload, WEBHOOK_JOB, type DeliverPayload } from './job.js';
 import { buildHeaders, signingSecrets } from './sign.js';
 import { carrierOf, type TraceCarrier } from '../tracing/carrier.js';
 import { tracing } from '../tracing/runtime.js';
@@ -55,7 +55,9 @@ export function createDeliverHandler(opts: DeliverOptions): OutcomeHandler {
       };
     }
     if (!isDeliverPayload(job.payload)) return { kind: 'permanent', error: 'payload has no body/topic: not a webhook.deliver job' };
-    const { body, topic, schema_version: schemaVersion } = job.payload;
+    const { topic, schema_version: schemaVersion } = job.payload;
+    const body = bodyOf(job, job.payload);
+    if (body === undefined) return { kind: 'permanent', error: `its event ${job.eventId ?? '(none)'} is gone: no body to send` };
     const now = Date.now();
     const timestamp = Math.floor(now / 1000);
     // The secrets current at this attempt: a retry of an old job during or after a rotation uses today's.
@@ -107,6 +109,15 @@ export function createDeliverHandler(opts: DeliverOptions): OutcomeHandler {
     if (o.kind === 'permanent') return { kind: 'permanent', error: o.message, attempt };
     return { kind: 'retry', error: o.message, attempt, ...(o.retryAfterMs !== undefined ? { retryAfterMs: o.retryAfterMs } : {}) };
   };
+}
+
+/**
+ * The body this attempt sends: the one the payload carries, or the one made from the job's event
+ * (read with its claim); undefined when it has neither (an event removed by hand).
+ */
+function bodyOf(job: ClaimedJob, p: DeliverPayload): string | undefined {
+  if (p.body !== undefined) return p.body;
+  return job.event && job.eventId ? eventBody(job.eventId, p.topic, job.event) : undefined;
 }
 
 /** The producer's trace context the job carries, if any. */

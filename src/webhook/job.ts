@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import type { JobEvent } from '../queue/types.js';
+import { jsonbText } from './jsonb-text.js';
 
 /**
  * What a webhook delivery is as a job: its type, what it carries, how its id is made and the body
@@ -7,10 +9,15 @@ import { createHash } from 'node:crypto';
 
 export const WEBHOOK_JOB = 'webhook.deliver';
 
-/** What the `webhook.deliver` job carries: the body is fixed at fan-out, so every retry sends the same bytes. */
+/**
+ * What the `webhook.deliver` job carries. The body is fixed by the event, so every retry sends the
+ * same bytes: a job of an event (`event_id`) carries no body and sends `eventBody` of its event,
+ * read with its claim (docs/architecture.md#bodies-by-reference); a job without one (an alert
+ * sink's) and a job written before migration 0018 carry their body.
+ */
 export interface DeliverPayload {
   topic: string;
-  body: string;
+  body?: string;
   /** The producer's trace context (docs/operations.md#tracing): the attempt's span links to it. */
   traceparent?: string;
   tracestate?: string;
@@ -19,9 +26,24 @@ export interface DeliverPayload {
 }
 
 export function isDeliverPayload(p: unknown): p is DeliverPayload {
-  return (
-    typeof p === 'object' && p !== null && typeof (p as DeliverPayload).body === 'string' && typeof (p as DeliverPayload).topic === 'string'
-  );
+  if (typeof p !== 'object' || p === null) return false;
+  const { topic, body } = p as DeliverPayload;
+  return typeof topic === 'string' && (body === undefined || typeof body === 'string');
+}
+
+/**
+ * An event as a claim of its jobs would read it (JobEvent), made in memory from its data and
+ * created_at: for the jobs the notify hands to this process's pool without a claim, which must send
+ * the bytes their retries, made from the stored event, will send.
+ */
+export function jobEventOf(data: unknown, createdAt: Date): JobEvent {
+  return { dataJson: jsonbText(data), occurredAt: createdAt.toISOString() };
+}
+
+/** The body a job of this event sends when its payload carries none: the same bytes at every attempt. */
+export function eventBody(eventId: string, topic: string, ev: JobEvent): string {
+  const [before, after] = bodyAround({ id: eventId, topic }, ev.dataJson);
+  return `${before}${ev.occurredAt}${after}`;
 }
 
 /** The namespace hashed into webhook job ids. Never change it: see webhookJobId. */
@@ -78,29 +100,22 @@ export interface WebhookEvent {
   data: unknown;
 }
 
-/** The delivery body, fixed at fan-out: `{"event_id","topic","occurred_at","data"}` in that order. */
+/**
+ * The delivery body `{"event_id","topic","occurred_at","data"}`, in that order, of a job that carries
+ * it (see DeliverPayload): the data as JSON.stringify writes it.
+ */
 export function buildBody(event: WebhookEvent): string {
   // JSON.stringify drops undefined members; the body always carries `data`.
   return buildBodyWithData(event, JSON.stringify(event.data === undefined ? null : event.data));
 }
 
-/**
- * The body's `occurred_at` made by PostgreSQL from the statement's `now()` (the event's
- * created_at), as buildBody writes it: UTC, milliseconds (truncated, as the epoch milliseconds
- * buildBody is given), `Z`. For a body finished in SQL, around bodyAround's two parts.
- */
-export const OCCURRED_AT_SQL = `to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
-
-/** buildBody in two parts, before and after the text of `occurred_at` (see OCCURRED_AT_SQL). */
+/** A body in two parts, before and after the text of `occurred_at`. */
 export function bodyAround(event: Omit<WebhookEvent, 'data' | 'occurredAt'>, dataJson: string): [string, string] {
   return [`{"event_id":${JSON.stringify(event.id)},"topic":${JSON.stringify(event.topic)},"occurred_at":"`, `","data":${dataJson}}`];
 }
 
-/**
- * buildBody with the data already serialised by JSON.stringify: the same bytes, without
- * serialising the data again (the batch notify has its text from validation).
- */
-export function buildBodyWithData(event: Omit<WebhookEvent, 'data'>, dataJson: string): string {
+/** buildBody with the data already serialised by JSON.stringify. */
+function buildBodyWithData(event: Omit<WebhookEvent, 'data'>, dataJson: string): string {
   const occurredAt = event.occurredAt instanceof Date ? event.occurredAt : new Date(event.occurredAt);
   if (Number.isNaN(occurredAt.getTime())) throw new RangeError('occurredAt is not a valid date');
   const [before, after] = bodyAround(event, dataJson);

@@ -97,6 +97,11 @@ describe('bench/lib/history-data.mjs on the history layout', () => {
     const job = await getJob(db.pool, dead.items[0]!.id);
     expect(job).toMatchObject({ status: 'dead', attempts: 1, last_error: 'HTTP 410' });
     expect(job!.deliveries).toMatchObject([{ attempt: 1, status_code: 410, error_kind: 'http_status' }]);
+    // Written as the service writes it: no body kept with the job, the one it sent made from its event.
+    const kept = await db.pool.query(`select count(*)::int as n from job_history where payload ? 'body'`);
+    expect(kept.rows[0]).toEqual({ n: 0 });
+    const sent = JSON.parse((job!.payload as { body: string }).body);
+    expect(sent).toMatchObject({ event_id: job!.event_id, topic: job!.topic, data: { seq: expect.any(Number) } });
     const page = await listJobs(db.pool, { topic: 'order.refunded', endpoint: 'e003', limit: 500 });
     expect(page.items.length).toBeGreaterThan(0);
     expect(page.items.every((j) => j.status === 'completed' || j.status === 'dead')).toBe(true);

@@ -7,7 +7,7 @@ import { withTransaction } from '../../src/db/pool.js';
 import { fanOut, type FanOutContext, type EventRow } from '../../src/notify/fan-out.js';
 import { OutboxPump } from '../../src/notify/outbox-pump.js';
 import { handoverTransaction } from '../../src/queue/handover.js';
-import { webhookJobId, WEBHOOK_JOB } from '../../src/webhook/job.js';
+import { eventBody, webhookJobId, WEBHOOK_JOB } from '../../src/webhook/job.js';
 import { notifyMany } from '../../src/outbox.js';
 import { WorkerPool, type JobHandler, type WorkerPoolOptions } from '../../src/queue/worker.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
@@ -134,6 +134,32 @@ describe('claim on dispatch', () => {
     expect(await notes.fence()).toEqual([]);
     release.forEach((f) => f());
     await waitFor(async () => (await rows()).every((x) => x.status === 'completed'), 5_000);
+  });
+
+  it('hands a job over with its event as a claim reads it: the first attempt and a retry after a claim send the same body', async () => {
+    const bodies: string[] = [];
+    const pool = await startPool(async (job) => {
+      expect(job.payload).toEqual({ topic: 'order.paid' });
+      bodies.push(eventBody(job.eventId!, 'order.paid', job.event!));
+      if (bodies.length === 1) throw new Error('first attempt fails');
+    });
+    const ctx = context([endpoint('a', 100)], pool);
+    // The data as a request gives it, keys in the producer's order; stored, jsonb reorders them.
+    const data = { order_id: 'o1', b: { z: 1, y: 2 }, '10': 'ten', '9': 'nine', amount: 5 };
+    const row = (
+      await db.pool.query<EventRow>(
+        `insert into events (topic, data) values ('order.paid', $1::jsonb) returning id, topic, recipients, created_at`,
+        [JSON.stringify(data)],
+      )
+    ).rows[0]!;
+    await handoverTransaction(db.pool, ctx.adopter?.() ?? null, (client, handover) =>
+      fanOut(client, [{ ...row, data }], ctx, { handover }),
+    );
+    await waitFor(async () => (await rows()).every((x) => x.status === 'completed'), 5_000);
+    expect(bodies).toHaveLength(2);
+    expect(bodies[1]).toBe(bodies[0]);
+    expect(JSON.parse(bodies[0]!).data).toEqual(data);
+    expect(bodies[0]).toContain('"data":{"9":"nine","10":"ten","b":{"y":2,"z":1},"amount":5,"order_id":"o1"}');
   });
 
   it('obeys the state row over the pool: a paused endpoint, or one whose circuit is open, gets its jobs pending, and the slots come back', async () => {

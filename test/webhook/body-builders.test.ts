@@ -1,18 +1,25 @@
 import fc from 'fast-check';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { getJob } from '../../src/admin/jobs.js';
 import { newEventId } from '../../src/notify/event-id.js';
 import { dataJson } from '../../src/notify/input.js';
-import { enqueueJobs, insertWithJobs } from '../../src/queue/transitions.js';
-import { OCCURRED_AT_SQL, WEBHOOK_JOB, bodyAround, buildBody, webhookJobId } from '../../src/webhook/job.js';
+import { claimJobs, enqueueJobs, insertWithJobs } from '../../src/queue/transitions.js';
+import { WEBHOOK_JOB, buildBody, eventBody, jobEventOf, webhookJobId } from '../../src/webhook/job.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
-// The delivery body has two builders that must agree byte for byte: buildBody in the process (the
-// transaction path and the outbox pump, src/notify/fan-out.ts) and the one-statement notify, which
-// finishes the body in SQL around the statement's now() (insertWithJobs with bodyAround and
-// OCCURRED_AT_SQL, as src/notify/notify.ts calls it). Fuzzed over topics, data and timestamps
-// against real PostgreSQL: now() is set per case by a now() that shadows pg_catalog's on the
-// search path, so the SQL builder runs exactly as written, at a chosen microsecond.
+// A webhook job of an event in event_log carries no body: its claim reads the event and the worker
+// makes the body from it (eventBody of the claim's JobEvent). Three other makers must agree with
+// that one byte for byte:
+// - a job the notify hands to its own process's pool without a claim (src/notify/fan-out.ts) makes
+//   its JobEvent in memory (jobEventOf) from the data as the request gave it, with its keys in
+//   another order, and the transaction's now() as epoch milliseconds;
+// - the outbox pump does the same from the event row as node-pg read it;
+// - job detail (getJob) shows the body the job sends;
+// and the body an older job carries (buildBody, stored in its payload) is what it was before.
+// Fuzzed over topics, data and timestamps against real PostgreSQL: now() is set per case by a now()
+// that shadows pg_catalog's on the search path, so the statements run exactly as written, at a
+// chosen microsecond.
 
 /** The seed of this file's cases: fixed, so a failure replays; BODY_SEED picks another for a deeper local run. */
 const SEED = Number(process.env['BODY_SEED'] ?? 25_0025);
@@ -98,14 +105,16 @@ function isoMicros(us: bigint): string {
 }
 
 interface Built {
-  /** The body the one-statement notify stored (SQL builder). */
-  sql: string;
-  /** buildBody of the event, given now() as the transaction path reads it (epoch milliseconds, floored). */
-  js: string;
-  /** buildBody given now() as node-pg parses a timestamptz (the outbox pump reads created_at so). */
-  jsParsed: string;
-  /** The js body after a round trip through the jobs insert of the transaction path. */
-  jsStored: string;
+  /** The body made from the claim's read of the stored event (what every retry sends). */
+  claimed: string;
+  /** jobEventOf the data as given and now() as the transaction path reads it (epoch milliseconds, floored). */
+  memory: string;
+  /** jobEventOf the event row as node-pg reads it (the outbox pump). */
+  pumped: string;
+  /** The payload's body as job detail shows it. */
+  shown: string;
+  /** buildBody of the event, stored in an older job's payload and read back. */
+  stored: string;
 }
 
 async function build(client: pg.PoolClient, t: { topic: string; data: unknown; us: bigint; tz: string }): Promise<Built> {
@@ -118,58 +127,73 @@ async function build(client: pg.PoolClient, t: { topic: string; data: unknown; u
     );
     const id = newEventId();
     const json = dataJson(t.data);
-    const [bodyBefore, bodyAfter] = bodyAround({ id, topic: t.topic }, json);
-    const sqlJob = webhookJobId(id, 'sql');
+    const job = webhookJobId(id, 'ep');
     const written = await insertWithJobs(
       client,
       {
         name: 'acw_test_body_builders',
         first: {
-          text: `insert into event_log (id, topic, data, principal, dispatched_at) values ($1, $2, $3::jsonb, $4, now()) returning id`,
+          text: `insert into event_log (id, topic, data, principal, dispatched_at, created_at) values ($1, $2, $3::jsonb, $4, now(), now()) returning id`,
           values: [id, t.topic, json, 'test'],
         },
-        ids: [sqlJob],
-        endpoints: ['sql'],
+        ids: [job],
+        endpoints: ['ep'],
         type: WEBHOOK_JOB,
         maxAttempts: 1,
         eventId: id,
         topic: t.topic,
-        bodyBefore,
-        bodyNowSql: OCCURRED_AT_SQL,
-        bodyAfter,
       },
       CH,
     );
     expect(written).toBe(true);
-    // What withTransaction's readNow reads, and what node-pg makes of the timestamp itself.
-    const now = await client.query<{ now_ms: number; now: Date }>(
-      `select floor(extract(epoch from now()) * 1000)::float8 as now_ms, now() as now`,
-    );
-    const { now_ms: nowMs, now: parsed } = now.rows[0]!;
-    const js = buildBody({ id, topic: t.topic, occurredAt: new Date(nowMs), data: t.data });
-    const jsParsed = buildBody({ id, topic: t.topic, occurredAt: parsed, data: t.data });
-    const jsJob = webhookJobId(id, 'js');
+    const [claimed] = await claimJobs(client, { workerId: 'w', leaseMs: 60_000, limit: 1 });
+    expect(claimed).toMatchObject({ id: job, payload: { topic: t.topic } });
+    expect(claimed!.payload).not.toHaveProperty('body');
+    // What withTransaction's readNow reads, and the event row as node-pg makes of it.
+    const now = await client.query<{ now_ms: number }>(`select floor(extract(epoch from now()) * 1000)::float8 as now_ms`);
+    const row = await client.query<{ data: unknown; created_at: Date }>(`select data, created_at from event_log where id = $1`, [id]);
+    const { data: readData, created_at: createdAt } = row.rows[0]!;
+    const shown = (await getJob(client, job))!.payload as { body: string };
+    const olderJob = webhookJobId(id, 'older');
+    const older = buildBody({ id, topic: t.topic, occurredAt: createdAt, data: readData });
     await enqueueJobs(
       client,
-      [{ id: jsJob, type: WEBHOOK_JOB, payload: { topic: t.topic, body: js }, maxAttempts: 1, eventId: id, endpoint: 'js' }],
+      [{ id: olderJob, type: WEBHOOK_JOB, payload: { topic: t.topic, body: older }, maxAttempts: 1, eventId: id, endpoint: 'older' }],
       CH,
     );
-    const stored = await client.query<{ id: string; body: string }>(`select id, payload->>'body' as body from jobs where event_id = $1`, [
-      id,
-    ]);
-    const bodyOf = (job: string) => stored.rows.find((r) => r.id === job)!.body;
-    return { sql: bodyOf(sqlJob), js, jsParsed, jsStored: bodyOf(jsJob) };
+    const stored = await client.query<{ body: string }>(`select payload->>'body' as body from jobs where id = $1`, [olderJob]);
+    return {
+      claimed: eventBody(id, t.topic, claimed!.event!),
+      memory: eventBody(id, t.topic, jobEventOf(t.data, new Date(now.rows[0]!.now_ms))),
+      pumped: eventBody(id, t.topic, jobEventOf(readData, createdAt)),
+      shown: shown.body,
+      stored: stored.rows[0]!.body,
+    };
   } finally {
     await client.query('rollback');
   }
 }
 
-describe('the two builders of the delivery body', () => {
-  it('the clock stands where the case sets it, in the statement that builds the body too', async () => {
+describe('the makers of the delivery body', () => {
+  it('the clock stands where the case sets it, in the statement that writes the event too', async () => {
     const client = await db.pool.connect();
     try {
       const b = await build(client, { topic: 'clock.check', data: 1, us: 1_767_225_600_123_999n, tz: 'Asia/Kathmandu' });
-      expect(b.sql).toContain('"occurred_at":"2026-01-01T00:00:00.123Z"');
+      expect(b.claimed).toContain('"occurred_at":"2026-01-01T00:00:00.123Z"');
+    } finally {
+      client.release();
+    }
+  });
+
+  it("send the stored event's keys in jsonb's order, whatever order the request gave them in", async () => {
+    const client = await db.pool.connect();
+    try {
+      const order = { seq: 1, order_id: 'ord_1', amount_cents: 2500, '10': 'x', '9': 'y', customer: { id: 'c', email: 'e' }, items: 2 };
+      const b = await build(client, { topic: 'order.paid', data: order, us: 1_767_225_600_000_000n, tz: 'UTC' });
+      expect(b.claimed).toContain(
+        '"data":{"9":"y","10":"x","seq":1,"items":2,"customer":{"id":"c","email":"e"},"order_id":"ord_1","amount_cents":2500}}',
+      );
+      expect(b.memory).toBe(b.claimed);
     } finally {
       client.release();
     }
@@ -181,9 +205,10 @@ describe('the two builders of the delivery body', () => {
       await fc.assert(
         fc.asyncProperty(topic, data, micros, timeZone, async (t, d, us, tz) => {
           const b = await build(client, { topic: t, data: d, us, tz });
-          expect(b.sql).toBe(b.js);
-          expect(b.jsParsed).toBe(b.js);
-          expect(b.jsStored).toBe(b.js);
+          expect(b.memory).toBe(b.claimed);
+          expect(b.pumped).toBe(b.claimed);
+          expect(b.shown).toBe(b.claimed);
+          expect(b.stored).toBe(b.claimed);
         }),
         { seed: SEED, numRuns: RUNS },
       );

@@ -140,17 +140,11 @@ export interface WithJobs {
   type: string;
   maxAttempts: number;
   eventId: string;
-  /**
-   * Their payload, `{topic, body}`, the body made in SQL: `bodyBefore`, then the constant SQL
-   * expression `bodyNowSql` (of the statement's now()), then `bodyAfter`.
-   */
+  /** Their payload's topic: the jobs carry no body, their event has it (docs/architecture.md#bodies-by-reference). */
   topic: string;
   /** Carried in the payload as `schema_version` when not null (the X-ACW-Schema-Version header). */
   schemaVersion?: number | null;
-  bodyBefore: string;
-  bodyNowSql: string;
-  bodyAfter: string;
-  /** Its prepared statement's name: one per `first.text` and `bodyNowSql`. */
+  /** Its prepared statement's name: one per `first.text`. */
   name: string;
   /** A trace context the payload carries too (`traceparent`, `tracestate`; docs/operations.md#tracing). */
   trace?: { traceparent: string; tracestate?: string | undefined };
@@ -159,38 +153,35 @@ export interface WithJobs {
 /**
  * One statement for a notify of one event in autocommit (src/notify/notify.ts): the event goes in
  * with its jobs, pending, and the NOTIFY is sent, atomically, in one round trip instead of the
- * four (begin, two inserts, commit) of a transaction. The body is finished in SQL because only
- * the statement knows its now(), which is the event's created_at. Answers whether `first` wrote
- * the event (and so the jobs went in).
+ * four (begin, two inserts, commit) of a transaction. Answers whether `first` wrote the event (and
+ * so the jobs went in).
  */
 export async function insertWithJobs(db: Queryable, w: WithJobs, channel: string): Promise<boolean> {
   const n = w.first.values.length;
   const p = (k: number): string => `$${n + k}`;
   // A statement of its own with a trace context: the payload without one is built as before.
-  const traced = w.trace ? `, 'traceparent', ${p(11)}::text` + (w.trace.tracestate ? `, 'tracestate', ${p(12)}::text` : '') : '';
+  const traced = w.trace ? `, 'traceparent', ${p(9)}::text` + (w.trace.tracestate ? `, 'tracestate', ${p(10)}::text` : '') : '';
   const res = await db.query<{ written: boolean }>({
     name: w.trace ? `${w.name}_traced${w.trace.tracestate ? '_state' : ''}` : w.name,
     text: `with first as (${w.first.text}), ins as (
       insert into job_queue (id, type, payload, max_attempts, run_at, event_id, endpoint)
-      select j.id, ${p(1)}, jsonb_build_object('topic', ${p(2)}::text, 'body', ${p(3)}::text || ${w.bodyNowSql} || ${p(4)}::text${traced})
-          || case when ${p(10)}::int is null then '{}'::jsonb else jsonb_build_object('schema_version', ${p(10)}::int) end,
-        ${p(5)}, now(), ${p(6)}, j.endpoint
-      from unnest(${p(7)}::uuid[], ${p(8)}::text[]) as j(id, endpoint)
+      select j.id, ${p(1)}, jsonb_build_object('topic', ${p(2)}::text${traced})
+          || case when ${p(7)}::int is null then '{}'::jsonb else jsonb_build_object('schema_version', ${p(7)}::int) end,
+        ${p(3)}, now(), ${p(4)}, j.endpoint
+      from unnest(${p(5)}::uuid[], ${p(6)}::text[]) as j(id, endpoint)
       where exists (select 1 from first))
-    select w.written, case when w.written and cardinality(${p(7)}::uuid[]) > 0 then pg_notify(${p(9)}, '') end
+    select w.written, case when w.written and cardinality(${p(5)}::uuid[]) > 0 then pg_notify(${p(8)}, '') end
     from (select exists (select 1 from first) as written) w`,
     values: [
       ...w.first.values,
       w.type,
       w.topic,
-      w.bodyBefore,
-      w.bodyAfter,
       w.maxAttempts,
       w.eventId,
       w.ids,
       w.endpoints,
-      channel,
       w.schemaVersion ?? null,
+      channel,
       ...(w.trace ? [w.trace.traceparent, ...(w.trace.tracestate ? [w.trace.tracestate] : [])] : []),
     ],
   });
