@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { buildBody, webhookJobId } from '../../src/webhook/job.js';
 
@@ -10,6 +11,22 @@ describe('webhookJobId', () => {
     ['ffffffff-ffff-4fff-bfff-ffffffffffff', 'a', 'b1b9a937-a00c-5ff2-bb0e-62186757ba99'],
   ])('event %s to endpoint %s is job %s, as before', (eventId, endpoint, jobId) => {
     expect(webhookJobId(eventId, endpoint)).toBe(jobId);
+  });
+
+  it('hashes any endpoint name as a Hash object over namespace, event and name does, short or long, ASCII or not', () => {
+    const ns = Buffer.from('5b0f0c3e8a9d4c1e9f3a6d2b7e41c0a8', 'hex');
+    const eventId = '5f0c6f1e-2b7a-4e59-9d1c-0c2f4b8e7a31';
+    const v5 = (name: string): string => {
+      const h = createHash('sha1').update(ns).update(`${eventId}\n${name}`, 'utf8').digest();
+      h[6] = (h[6]! & 0x0f) | 0x50;
+      h[8] = (h[8]! & 0x3f) | 0x80;
+      const x = h.toString('hex', 0, 16);
+      return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+    };
+    // Either side of the one-shot path's scratch buffer (1,024 bytes, names up to ~330 units).
+    for (const name of ['e', 'é-ü', '\u{1f4a9}', 'x'.repeat(320), 'x'.repeat(340), 'ü'.repeat(500), 'y'.repeat(2000)]) {
+      expect(webhookJobId(eventId, name)).toBe(v5(name));
+    }
   });
 });
 

@@ -39,7 +39,12 @@ export function notifyRoutes(app: FastifyInstance, svc: Service): void {
       notifyBatchNow(svc.db.pool, events, principalOf(req).name, svc.fanOutContext),
       noWorkerWarning(svc.db.pool),
     ]);
-    answers.forEach((a, i) => count(events[i]!.topic, a));
+    // One counter increment per topic, not per event: a label lookup each.
+    const jobs = new Map<string, number>();
+    answers.forEach((a, i) => {
+      if (a.status === 202) jobs.set(events[i]!.topic, (jobs.get(events[i]!.topic) ?? 0) + a.body.job_ids.length);
+    });
+    for (const [topic, n] of jobs) svc.metrics.jobsEnqueued(WEBHOOK_JOB, topic, n);
     // 200 only when every event was a replay of an earlier call: nothing new was accepted.
     const status = answers.every((a) => a.status === 200) ? 200 : 202;
     const sent = { results: answers.map(answer), ...(warning ? { warning } : {}) };
