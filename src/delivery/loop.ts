@@ -54,9 +54,9 @@ export interface DeliveryLoopOptions {
  *    the statement is claimJobs in src/queue/transitions/claims.ts). Jobs also arrive claimed on
  *    dispatch (the fan-out's Handover, src/queue/handover.ts) and as the circuit breaker's probes
  *    (EndpointStates, claimProbes).
- * 2. Send. The `webhook.deliver` handler (send(), src/webhook/deliver.ts) signs the stored body
- *    and POSTs it once through the endpoint's own pool; what came of it is a JobOutcome carrying
- *    its attempt row.
+ * 2. Send. The `webhook.deliver` handler (send(), src/webhook/deliver.ts) signs the body (the
+ *    job's own, or made from its event, read with the claim) and POSTs it once through the
+ *    endpoint's own pool; what came of it is a JobOutcome carrying its attempt row.
  * 3. Outcome. The gate hears it first (onOutcome: the adaptive limit and the circuit breaker),
  *    then the pool's Flusher writes it in batches with its attempt row (completeJobs, failJobs,
  *    releaseJobs in src/queue/transitions/outcomes.ts), and once written it is logged and counted

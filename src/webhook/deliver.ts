@@ -28,7 +28,8 @@ export interface DeliverOptions {
 }
 
 /**
- * The `webhook.deliver` handler: sign the stored body, POST it once, and say what that came to.
+ * The `webhook.deliver` handler: sign the job's body (its own, or made from its event), POST it once,
+ * and say what that came to.
  * The attempt row rides along with the outcome and is written in the same statement.
  */
 export function createDeliverHandler(opts: DeliverOptions): OutcomeHandler {
