@@ -6,7 +6,7 @@ import { ApiError, badField } from '../errors.js';
 import type { Logger } from '../log.js';
 import { insertJobs, replayJobs } from '../queue/transitions.js';
 import type { NewJob } from '../queue/types.js';
-import { WEBHOOK_JOB, webhookJobId, webhookJobIdV5, type DeliverPayload } from '../webhook/job.js';
+import { WEBHOOK_JOB, buildBody, webhookJobId, webhookJobIdV5, type DeliverPayload } from '../webhook/job.js';
 import { hasLegacyEvents, promoteLegacyJobs } from '../history/upgrade.js';
 import { uuidFloor } from '../notify/event-id.js';
 import { writeAudit } from './audit.js';
@@ -155,10 +155,12 @@ const V1_COLUMNS = 'id, topic, data, created_at, dispatched_at, null::text as tr
  * while the table of the older layout is kept (`legacy`), its rows (older ids, random ones among
  * them) are read beside, without the bounds.
  */
-const windowEvents = (legacy: boolean): string => `select e.id, e.topic, e.data, e.created_at, e.traceparent, e.tracestate, e.ordering_key,
+const windowEvents = (
+  legacy: boolean,
+): string => `select e.id, e.topic, e.data, e.created_at, e.traceparent, e.tracestate, e.ordering_key, e.v1,
     to_char(e.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as page_key
-  from (select ${EVENT_COLUMNS}, ordering_key from event_log where id >= $8::uuid and id < $9::uuid
-        ${legacy ? `union all select ${V1_COLUMNS}, null from events_v1` : ''}) e
+  from (select ${EVENT_COLUMNS}, ordering_key, false as v1 from event_log where id >= $8::uuid and id < $9::uuid
+        ${legacy ? `union all select ${V1_COLUMNS}, null, true from events_v1` : ''}) e
   where e.dispatched_at is not null and e.created_at >= $1 and e.created_at < $2
     and ($3::boolean or e.topic = any($4::text[]) or e.topic like any($5::text[]))
     and (e.created_at, e.id) > ($6::timestamptz, $7::uuid)
@@ -170,6 +172,8 @@ interface EventRow {
   data: unknown;
   created_at: Date;
   ordering_key: string | null;
+  /** A row of the older layout's table, which is dropped whole without looking at jobs: its jobs carry their body. */
+  v1: boolean;
   page_key: string;
   traceparent: string | null;
   tracestate: string | null;
@@ -330,6 +334,8 @@ async function createMissing(
       const jobs: NewJob[] = missing.map((ev) => {
         const payload: DeliverPayload = {
           topic: ev.topic,
+          // An event of event_log gives its body by reference (docs/architecture.md#bodies-by-reference).
+          ...(ev.v1 ? { body: buildBody({ id: ev.id, topic: ev.topic, occurredAt: ev.created_at, data: ev.data }) } : {}),
           // A replayed delivery's attempts link to the notify too (docs/operations.md#tracing).
           ...(ev.traceparent === null
             ? {}

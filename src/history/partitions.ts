@@ -101,15 +101,19 @@ export function expiredPartitions(parts: readonly Partition[], r: Retentions, no
 }
 
 /**
- * Does a day of event_log hold an event that must stay: one not dispatched yet, or one that a live
- * job names (a dead job redriven, a delivery still retrying)? Such a day is kept whole, and looked
- * at again by the next purge. A read of the partition's undispatched index and of job_queue's
- * event ids in the day's range (job_queue holds live jobs only).
+ * Does a day of event_log hold an event that must stay: one not dispatched yet, or one that a job
+ * names, live (a dead job redriven, a delivery still retrying) or kept in history (one sent again
+ * long after its event: a redrive, a retry or a replay that went dead again, kept its own
+ * retention from then)? A job of an event makes its body from it (docs/architecture.md#bodies-by-reference),
+ * so a retry of it needs it. Such a day is kept whole, and looked at again by the next purge. A read
+ * of the partition's undispatched index and of the event ids of job_queue and job_history (each
+ * partition's `event_id` index) in the day's range. A job sent on time has left history by then.
  */
 export async function eventDayNeeded(db: Queryable, p: Partition): Promise<boolean> {
   const res = await db.query<{ needed: boolean }>(
     `select exists (select 1 from ${quoteIdent(p.name)} where dispatched_at is null)
-         or exists (select 1 from job_queue where event_id >= $1::uuid and event_id < $2::uuid) as needed`,
+         or exists (select 1 from job_queue where event_id >= $1::uuid and event_id < $2::uuid)
+         or exists (select 1 from job_history where event_id >= $1::uuid and event_id < $2::uuid) as needed`,
     [uuidFloor(p.from), uuidFloor(p.to)],
   );
   return res.rows[0]?.needed === true;

@@ -6,7 +6,7 @@ import type { OnMismatch } from '../topics/check.js';
 import type { Handover, JobAdopter } from '../queue/handover.js';
 import { insertJobs } from '../queue/transitions.js';
 import type { JobEvent, NewJob } from '../queue/types.js';
-import { WEBHOOK_JOB, jobEventOf, webhookJobId, type DeliverPayload } from '../webhook/job.js';
+import { WEBHOOK_JOB, buildBody, jobEventOf, webhookJobId, type DeliverPayload } from '../webhook/job.js';
 import type { TraceCarrier } from '../tracing/carrier.js';
 
 /**
@@ -64,6 +64,11 @@ export interface FanOutOptions {
   marked?: boolean;
   /** Leave jobs that exist already alone instead of failing (see insertJobs). */
   skipExisting?: boolean;
+  /**
+   * The events are rows of the table of events from before migration 0012, which the purge drops
+   * whole without looking at jobs: their jobs carry their body (buildBody), as before migration 0018.
+   */
+  withBody?: boolean;
 }
 
 /** What the fan-out of one event will write: its answer and the endpoints that get a job. */
@@ -127,6 +132,7 @@ export async function writeFanOut(
       const payload: DeliverPayload = {
         topic: ev.topic,
         ...(ev.schema_version != null ? { schema_version: ev.schema_version } : {}),
+        ...(opts.withBody ? { body: buildBody({ id: ev.id, topic: ev.topic, occurredAt: ev.created_at, data: ev.data }) } : {}),
         ...ev.trace,
       };
       // What a claim would read of the event, for the jobs this process's pool takes at once.

@@ -119,7 +119,7 @@ export class OutboxPump {
         // The legacy table has no version or rejection columns: its events go out as they did.
         const events = view && screen && table === 'event_log' ? await screenOutboxEvents(client, traced, view, screen) : traced;
         if (events.length === 0) return [];
-        const fan = () => fanOut(client, events, ctx, { handover, marked: true, skipExisting });
+        const fan = () => fanOut(client, events, ctx, { handover, marked: true, skipExisting, withBody: table !== 'event_log' });
         const t = tracing;
         const results = t
           ? await t.dispatch(

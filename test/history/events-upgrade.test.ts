@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadMigrations, migrate } from '../../src/db/migrate.js';
+import { replayEndpoint, type ReplayContext } from '../../src/admin/replay.js';
+import { parseConfig, resolveEndpoints } from '../../src/config/index.js';
 import { dropLegacyEvents } from '../../src/history/upgrade.js';
+import { silentLogger } from '../../src/log.js';
 import { notify } from '../../src/outbox.js';
 import { createTestDatabase, V7_AT, type TestDatabase } from '../helpers/db.js';
 import { waitFor } from '../helpers/logs.js';
@@ -103,10 +106,42 @@ describe('the upgrade to events by day', () => {
       await waitFor(() => rx.requests.length >= 22, 30_000);
       const waiting = rx.requests.filter((r) => r.body.includes('"waiting"'));
       expect(waiting).toHaveLength(20);
+      // The old table is dropped whole without looking at jobs: its events' jobs carry their body.
+      const bodies = await db.pool.query<{ with_body: number; without: number }>(
+        `select count(*) filter (where j.payload ? 'body')::int as with_body, count(*) filter (where not j.payload ? 'body')::int as without
+         from jobs j join events_v1 e on e.id = j.event_id where e.data ? 'waiting'`,
+      );
+      expect(bodies.rows[0]).toEqual({ with_body: 20, without: 0 });
     } finally {
       await svc.stop();
     }
   }, 60_000);
+
+  it("a replay of the old table's events makes jobs that carry their body (the table is dropped whole without looking at jobs)", async () => {
+    const config = parseConfig({
+      jobs: { job_purge: { enabled: false } },
+      notify: { webhook: { url: `${rx.url}/hook`, secret: 's3cret', topics: ['order.*'] } },
+    });
+    const ctx: ReplayContext = {
+      pool: db.pool,
+      endpoints: resolveEndpoints(config),
+      purge: config.jobs.job_purge,
+      maxAttempts: 3,
+      jobsChannel: 'public.acw_jobs',
+      log: silentLogger,
+    };
+    const at = Date.now() - 20 * 86_400_000;
+    const window = { since: new Date(at - 600_000).toISOString(), until: new Date(at + 600_000).toISOString(), status: 'all' };
+    const answer = await replayEndpoint(ctx, 'default', window, 'ops');
+    expect(answer.created).toBeGreaterThanOrEqual(100);
+    const made = await db.pool.query<{ with_body: number; without: number }>(
+      `select count(*) filter (where j.payload ? 'body')::int as with_body, count(*) filter (where not j.payload ? 'body')::int as without
+       from jobs j join events_v1 e on e.id = j.event_id where j.status = 'pending' and j.endpoint = 'default' and j.payload ? 'topic'`,
+    );
+    // The jobs it made (its resets are the seeded history jobs, whose payload has no topic).
+    expect(made.rows[0]).toEqual({ with_body: answer.created, without: 0 });
+    await db.pool.query(`delete from job_queue`);
+  });
 
   it('the old table is dropped whole once past the events retention, the view made without it', async () => {
     // Not yet: the upgrade is younger than the retention.

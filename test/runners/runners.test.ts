@@ -233,6 +233,31 @@ describe('purge', () => {
     expect((await db.pool.query('select id from events')).rows).toEqual([{ id: recentEv }]);
   });
 
+  it("keeps an event's day while a job of it is kept in history: one sent again long after its event, gone dead again", async () => {
+    const ev = (
+      await db.pool.query<{ id: string }>(
+        `insert into events (id, topic, data, dispatched_at, created_at)
+         select ${V7_AT('t')}, 'redriven.late', '{}', t, t from (select now() - interval '40 days' as t) x returning id`,
+      )
+    ).rows[0]!.id;
+    // Redriven weeks after its event and dead again two days ago: history keeps it 30 days from then.
+    const job = (
+      await db.pool.query<{ id: string }>(
+        `insert into jobs (type, status, updated_at, created_at, event_id) values ('webhook.deliver', 'dead', now() - interval '2 days',
+           now() - interval '40 days', $1) returning id`,
+        [ev],
+      )
+    ).rows[0]!.id;
+    const opts = { completedRetentionMs: 168 * 3600_000, deadRetentionMs: 720 * 3600_000, batchSize: 100 };
+    const kept = await purgeOld(db.pool, opts);
+    expect(kept.event_days_kept).toBeGreaterThanOrEqual(1);
+    expect((await db.pool.query('select 1 from events where id = $1', [ev])).rowCount).toBe(1);
+    // Its job leaves history (here by hand): the day goes at the next run.
+    await db.pool.query('delete from jobs where id = $1', [job]);
+    await purgeOld(db.pool, opts);
+    expect((await db.pool.query('select 1 from events where id = $1', [ev])).rowCount).toBe(0);
+  });
+
   it('success_body_retention clears the bodies of 2xx attempts past it, by whole days, and keeps the attempts', async () => {
     const [job] = (
       await db.pool.query<{ id: string }>(
