@@ -16,18 +16,23 @@ describe('heap growth of the long-running commands', () => {
 
   // Node 20 (V8 11.3) honours the flag at run time: the old generation stays well under the
   // untuned one. Node 24's V8 13 ignores it for this churn even on the command line (old space
-  // 224 MB either way, measured): there the setting must at least cost nothing.
+  // 224 MB either way, measured), so there the two kinds are one distribution, bimodal between
+  // about 50 and 350 MB by where the major collections fall: comparing two samples of it fails by
+  // chance (the highest of five differed by 1.4x on CI), and proves nothing about the flag. The
+  // check runs where the flag acts; CI runs this file on Node 20.
   const honoured = Number(process.versions.node.split('.')[0]) < 22;
   /** The most the tuned peak may be, as a share of the plain one. */
-  const bound = honoured ? 0.8 : 1.25;
+  const bound = 0.8;
   /** Runs of each kind: the highest peak of five is steady where one run's peak is not (below). */
   const RUNS = 5;
-  it(`keeps the old generation under ${bound} of the untuned one while garbage is made fast`, async () => {
-    // The same churn (a live set, and garbage that lives long enough to be promoted before it
-    // dies, as in-flight deliveries do) with and without the setting, each in a fresh process.
-    // What is measured is old space, the generation the flag governs (heapTotal adds the young
-    // generation, which V8 sizes on its own).
-    const script = `
+  it.skipIf(!honoured)(
+    `keeps the old generation under ${bound} of the untuned one while garbage is made fast`,
+    async () => {
+      // The same churn (a live set, and garbage that lives long enough to be promoted before it
+      // dies, as in-flight deliveries do) with and without the setting, each in a fresh process.
+      // What is measured is old space, the generation the flag governs (heapTotal adds the young
+      // generation, which V8 sizes on its own).
+      const script = `
       import v8 from 'node:v8';
       const { tuneHeapForService } = await import(${JSON.stringify(new URL('../../dist/runtime.js', import.meta.url).href)});
       if (process.argv[1] === 'tuned') tuneHeapForService({}, []);
@@ -39,30 +44,32 @@ describe('heap growth of the long-running commands', () => {
         if (i % 5_000 === 0) peak = Math.max(peak, oldSpace());
       }
       process.stdout.write(String(Math.round(peak / 1e6) + live.length * 0));`;
-    // --single-threaded-gc: V8 sizes the next old generation from how fast it collects against how
-    // fast the program allocates; with helper threads collecting, that ratio follows how busy the
-    // machine's other cores are. On the main thread alone both slow down together.
-    const run = async (mode: string): Promise<number> => {
-      const r = await promisify(execFile)(process.execPath, ['--single-threaded-gc', '--input-type=module', '-e', script, mode], {
-        encoding: 'utf8',
-        env: { ...process.env, NODE_OPTIONS: '' },
-      });
-      return Number(r.stdout);
-    };
-    // Side by side, one pair at a time: each child's work is fixed (about 1 s of CPU), its wall
-    // time is whatever the machine gives it. One run's peak depends on where its major collections
-    // fall: on Node 24, 150 to 280 MB for either kind, so two single runs differed by 1.3x (once
-    // 408 against 317 MB of heap). The highest of five runs is the ceiling the churn reaches, which
-    // is steady: 270-281 MB for either kind on Node 24, 230 MB untuned and 85-140 MB tuned on
-    // Node 20, on two loaded cores (measured; the median of five still failed 1.25 about one time in
-    // twenty). The deadline is only a hang guard.
-    const plain: number[] = [];
-    const tuned: number[] = [];
-    for (let i = 0; i < RUNS; i++) {
-      const [p, t] = await Promise.all([run('plain'), run('tuned')]);
-      plain.push(p);
-      tuned.push(t);
-    }
-    expect(Math.max(...tuned), `peaks in MB, tuned ${tuned.join(' ')}, plain ${plain.join(' ')}`).toBeLessThan(Math.max(...plain) * bound);
-  }, 180_000);
+      // --single-threaded-gc: V8 sizes the next old generation from how fast it collects against how
+      // fast the program allocates; with helper threads collecting, that ratio follows how busy the
+      // machine's other cores are. On the main thread alone both slow down together.
+      const run = async (mode: string): Promise<number> => {
+        const r = await promisify(execFile)(process.execPath, ['--single-threaded-gc', '--input-type=module', '-e', script, mode], {
+          encoding: 'utf8',
+          env: { ...process.env, NODE_OPTIONS: '' },
+        });
+        return Number(r.stdout);
+      };
+      // Side by side, one pair at a time: each child's work is fixed (about 1 s of CPU), its wall
+      // time is whatever the machine gives it. One run's peak depends on where its major collections
+      // fall, so a single pair can differ by 1.3x either way. The highest of five runs is the ceiling
+      // the churn reaches, which is steady on Node 20: 230 MB untuned, 85-140 MB tuned, on two loaded
+      // cores (measured). The deadline is only a hang guard.
+      const plain: number[] = [];
+      const tuned: number[] = [];
+      for (let i = 0; i < RUNS; i++) {
+        const [p, t] = await Promise.all([run('plain'), run('tuned')]);
+        plain.push(p);
+        tuned.push(t);
+      }
+      expect(Math.max(...tuned), `peaks in MB, tuned ${tuned.join(' ')}, plain ${plain.join(' ')}`).toBeLessThan(
+        Math.max(...plain) * bound,
+      );
+    },
+    180_000,
+  );
 });
