@@ -47,6 +47,9 @@ export async function startServer({ profile = false, dir: keptDir = null, settin
     preload.push('pg_stat_statements');
     settings['pg_stat_statements.track'] = 'all';
     settings['pg_stat_statements.max'] = '5000';
+    // Planning too: a prepared statement that is planned at each execution (a custom plan) spends
+    // CPU that total_exec_time does not count.
+    settings['pg_stat_statements.track_planning'] = 'on';
   }
   // BENCH_AUTO_EXPLAIN: plans into the server's log, <cluster>/postgres.log (lib/auto-explain.mjs).
   if (AUTO_EXPLAIN_MS !== null) preload.push('auto_explain');

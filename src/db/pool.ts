@@ -42,6 +42,12 @@ export interface TransactionOptions {
    * `begin`, as whole epoch milliseconds: passed to `fn` as its second argument (NaN when not asked).
    */
   readNow?: boolean;
+  /**
+   * Run prepared statements with their generic plan (`plan_cache_mode = force_generic_plan`, this
+   * transaction only): for a statement PostgreSQL would otherwise plan again at every execution
+   * because the arrays it is given make each custom plan look cheaper than the generic one.
+   */
+  genericPlans?: boolean;
 }
 
 /** Run `fn` inside one transaction on a pooled client, rolling back on error. */
@@ -58,6 +64,7 @@ export async function withTransaction<T>(
     // One round trip whatever is asked: without parameters this goes as a simple query.
     const sql = ['begin'];
     if (opts.asyncCommit) sql.push('set local synchronous_commit = off');
+    if (opts.genericPlans) sql.push('set local plan_cache_mode = force_generic_plan');
     if (opts.readNow) sql.push('select floor(extract(epoch from now()) * 1000)::float8 as now_ms');
     const began = (await client.query(sql.join('; '))) as unknown as pg.QueryResult | pg.QueryResult[];
     const nowMs = opts.readNow && Array.isArray(began) ? Number((began.at(-1)!.rows[0] as { now_ms: number }).now_ms) : Number.NaN;

@@ -1,4 +1,5 @@
-import type { Queryable } from '../db/pool.js';
+import type pg from 'pg';
+import { withTransaction, type Queryable } from '../db/pool.js';
 import type { CircuitConfig, CircuitState } from './types.js';
 
 /**
@@ -178,8 +179,22 @@ export async function readHoldingStates(db: Queryable): Promise<StateRow[]> {
   return res.rows;
 }
 
-/** One flush (FLUSH_SQL): the rows whose values changed, with their circuit before and after. */
+/**
+ * One flush (FLUSH_SQL): the rows whose values changed, with their circuit before and after. It
+ * runs on its generic plan: given arrays, PostgreSQL planned each execution anew (a custom plan
+ * sized to the arrays always looked cheaper than the generic one), about 7 ms of planning for
+ * 0.2 ms of work, at every flush of every process (bench/README.md#planning).
+ */
 export async function writeOutcomes(
+  pool: pg.Pool,
+  batch: ReadonlyArray<readonly [string, Delta]>,
+  c: CircuitConfig,
+  channel: string,
+): Promise<FlushRow[]> {
+  return withTransaction(pool, (db) => flushOutcomes(db, batch, c, channel), { genericPlans: true });
+}
+
+async function flushOutcomes(
   db: Queryable,
   batch: ReadonlyArray<readonly [string, Delta]>,
   c: CircuitConfig,
