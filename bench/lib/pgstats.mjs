@@ -102,7 +102,7 @@ export async function pgssDump(url, name, profDir) {
     const r = await c.query(`select calls, round(total_exec_time::numeric, 1) as total_ms, round(mean_exec_time::numeric, 3) as mean_ms,
         plans, round(total_plan_time::numeric, 1) as plan_ms, rows, shared_blks_hit, shared_blks_read, shared_blks_dirtied, wal_records, wal_bytes, left(regexp_replace(query, '\\s+', ' ', 'g'), 400) as query
       from pg_stat_statements s join pg_database d on d.oid = s.dbid
-      where d.datname = current_database() order by total_exec_time desc limit 25`);
+      where d.datname = current_database() order by total_exec_time + total_plan_time desc limit 40`);
     writeFileSync(join(profDir, `${name}.pgss.json`), JSON.stringify(r.rows, null, 2));
     const t =
       await c.query(`select coalesce(sum(total_exec_time), 0)::float8 as ms, coalesce(sum(total_plan_time), 0)::float8 as plan_ms, coalesce(sum(calls), 0)::bigint as calls
