@@ -39,7 +39,8 @@ export interface TransactionOptions {
   asyncCommit?: boolean;
   /**
    * Read the transaction's `now()` (what a `default now()` column gets) in the same round trip as
-   * `begin`, as whole epoch milliseconds: passed to `fn` as its second argument (NaN when not asked).
+   * `begin`, as epoch milliseconds with the microseconds as their fraction (`new Date` drops them;
+   * copy.ts's timestampField keeps them): passed to `fn` as its second argument (NaN when not asked).
    */
   readNow?: boolean;
   /**
@@ -65,9 +66,10 @@ export async function withTransaction<T>(
     const sql = ['begin'];
     if (opts.asyncCommit) sql.push('set local synchronous_commit = off');
     if (opts.genericPlans) sql.push('set local plan_cache_mode = force_generic_plan');
-    if (opts.readNow) sql.push('select floor(extract(epoch from now()) * 1000)::float8 as now_ms');
+    if (opts.readNow) sql.push('select (extract(epoch from now()) * 1000000)::int8 as now_us');
     const began = (await client.query(sql.join('; '))) as unknown as pg.QueryResult | pg.QueryResult[];
-    const nowMs = opts.readNow && Array.isArray(began) ? Number((began.at(-1)!.rows[0] as { now_ms: number }).now_ms) : Number.NaN;
+    // int8 comes as text; microseconds since 1970 stay below 2^53 until the year 2255.
+    const nowMs = opts.readNow && Array.isArray(began) ? Number((began.at(-1)!.rows[0] as { now_us: string }).now_us) / 1000 : Number.NaN;
     const result = await fn(client, nowMs);
     await client.query('commit');
     return result;

@@ -1,5 +1,6 @@
 // The events of one notify as the statements that write them take them: one JSON document of rows
 // for the events insert (src/notify/notify.ts), and the rows the fan-out reads.
+import { copyField, copyTextArray, timestampField } from '../db/copy.js';
 import type { TraceCarrier } from '../tracing/carrier.js';
 import type { EventRow, FanOutPlan } from './fan-out.js';
 import type { NotifyInput } from './input.js';
@@ -61,6 +62,26 @@ export function eventsDocument(items: readonly Item[]): string {
     return `${row}}`;
   });
   return `[${rows.join(',')}]`;
+}
+
+/** The events of INSERT_EVENTS by COPY (src/db/copy.ts): many keyless events at once. */
+export const COPY_EVENTS = `copy event_log (id, topic, data, recipients, principal, dispatched_at, traceparent, tracestate, schema_version, ordering_key) from stdin`;
+
+/**
+ * The rows of COPY_EVENTS in COPY's text format: what INSERT_EVENTS writes of the same items, with
+ * `dispatched_at` the transaction's now() to the microsecond, as INSERT_EVENTS sets it (`nowMs` from
+ * withTransaction's `readNow`). Keyless events only: keys are claimed by INSERT_KEYED.
+ */
+export function eventsCopy(items: readonly Item[], principal: string, nowMs: number): string {
+  const tail = `\t${copyField(principal)}\t${timestampField(nowMs)}\t`;
+  let text = '';
+  for (const it of items) {
+    const { input, trace } = it;
+    const recipients = input.recipients === undefined ? '{}' : copyTextArray(input.recipients);
+    const version = it.result.schema_version === undefined ? '\\N' : String(it.result.schema_version);
+    text += `${it.result.event_id}\t${copyField(input.topic)}\t${copyField(it.data)}\t${recipients}${tail}${copyField(trace?.traceparent)}\t${copyField(trace?.tracestate)}\t${version}\t${copyField(input.ordering_key)}\n`;
+  }
+  return text;
 }
 
 export function eventRows(items: readonly Item[], createdAt: Date): EventRow[] {

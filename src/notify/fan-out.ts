@@ -159,6 +159,7 @@ export async function writeFanOut(
   });
   const inserted = await insertJobs(client, jobs, ctx.jobsChannel, opts.handover?.reserve(jobs), {
     skipExisting: opts.skipExisting === true,
+    copy: true,
   });
   opts.handover?.inserted(inserted.leased);
   if (ctx.log.isLevelEnabled('debug')) {

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { setImmediate } from 'node:timers/promises';
 import type pg from 'pg';
+import { COPY_MIN_ROWS, copyRows } from '../db/copy.js';
 import { ApiError } from '../errors.js';
 import { handoverTransaction, type Handover } from '../queue/handover.js';
 import { insertWithJobs } from '../queue/transitions.js';
@@ -8,7 +9,7 @@ import { WEBHOOK_JOB } from '../webhook/job.js';
 import { canonicalJson } from './canonical-json.js';
 import { newEventId } from './event-id.js';
 import { fanOutPlanner, writeFanOut, type FanOutContext, type FanOutResult } from './fan-out.js';
-import { INSERT_EVENTS, INSERT_KEYED, eventRows, eventsDocument, type Item } from './event-document.js';
+import { COPY_EVENTS, INSERT_EVENTS, INSERT_KEYED, eventRows, eventsCopy, eventsDocument, type Item } from './event-document.js';
 import { dataJson, type NotifyInput } from './input.js';
 import type { TraceCarrier } from '../tracing/carrier.js';
 import { tracing } from '../tracing/runtime.js';
@@ -86,17 +87,18 @@ async function notifyEvents(
   }
 
   const plan = fanOutPlanner(ctx);
-  let keyed = false;
-  const items: Item[] = inputs.map((input, i) => {
+  const item = (i: number): Item => {
+    const input = inputs[i]!;
     const p = plan({ id: newEventId(), topic: input.topic });
     Object.assign(p.result, checks[i]);
-    if (input.idempotency_key !== undefined) keyed = true;
     return { i, input, data: dataJson(input.data), hash: requestHash(input), result: p.result, endpoints: p.endpoints, trace: traces?.[i] };
-  });
+  };
   // Every event of this transaction gets its now() as created_at, so the bodies can be made before
   // the rows go in.
+  if (!inputs.some((input) => input.idempotency_key !== undefined))
+    return writeKeyless(client, inputs, item, principal, ctx, nowMs, path, handover);
+  const items = inputs.map((_, i) => item(i));
   const createdAt = new Date(nowMs);
-  if (!keyed) return writeKeyless(client, items, principal, ctx, createdAt, path, handover);
 
   // Rows go in key order (keyless last): the keys' locks are taken in that order (acw_claim_keys),
   // so two requests sharing keys cannot deadlock. The sort is stable, so of a key given twice the
@@ -152,25 +154,29 @@ const KEYLESS_MIN_PART = 100;
 
 /**
  * Events without idempotency keys meet no replay and no conflict, so every row goes in without a
- * look at what came back. The statements of each part (its events, then its jobs) are queued back
- * to back on the connection, and the next part is prepared while PostgreSQL writes this one: the
- * process's CPU and the database's overlap instead of taking turns. At most KEYLESS_PARTS parts.
- * The first failure (in time) is thrown once every statement has settled, with nothing queued left
- * on the connection; the caller's rollback undoes the parts that went in.
+ * look at what came back. The statements of each part (its events, then its jobs; by COPY from
+ * fifty events on, src/db/copy.ts) are queued back to back on the connection, and the next part
+ * (its ids and answers included) is prepared while PostgreSQL writes this one: the process's CPU
+ * and the database's overlap instead of taking turns. At most KEYLESS_PARTS parts. The first
+ * failure (in time) is thrown once every statement has settled, with nothing queued left on the
+ * connection; the caller's rollback undoes the parts that went in.
  */
 async function writeKeyless(
   client: pg.ClientBase,
-  items: readonly Item[],
+  inputs: readonly NotifyInput[],
+  item: (i: number) => Item,
   principal: string,
   ctx: FanOutContext,
-  createdAt: Date,
+  nowMs: number,
   path: (i: number) => string,
   handover: Handover,
 ): Promise<NotifyAnswer[]> {
+  const createdAt = new Date(nowMs);
   // Keyed events in one part: their keys' rows are then locked in one statement, in one order.
-  const ordered = items.some((it) => it.input.ordering_key !== undefined);
-  const parts = ordered ? 1 : Math.min(KEYLESS_PARTS, Math.ceil(items.length / KEYLESS_MIN_PART));
-  const size = Math.ceil(items.length / parts);
+  const ordered = inputs.some((input) => input.ordering_key !== undefined);
+  const parts = ordered ? 1 : Math.min(KEYLESS_PARTS, Math.ceil(inputs.length / KEYLESS_MIN_PART));
+  const size = Math.ceil(inputs.length / parts);
+  const items: Item[] = [];
   const queued: Array<Promise<unknown>> = [];
   let failure: { err: unknown } | undefined;
   const track = <T>(p: Promise<T>): Promise<T> => {
@@ -179,14 +185,21 @@ async function writeKeyless(
     return p;
   };
   const answered: Array<Promise<FanOutResult[]>> = [];
-  for (let start = 0; start < items.length; start += size) {
+  for (let start = 0; start < inputs.length; start += size) {
     // A failed statement aborts the transaction: nothing more is queued after it.
     if (failure !== undefined) break;
-    const part = items.slice(start, start + size);
-    track(client.query({ name: 'acw_notify_insert_keyless', text: INSERT_EVENTS, values: [eventsDocument(part), principal] }));
+    // Each part's ids and answers are made as it goes: the first part's rows go out sooner.
+    const part: Item[] = [];
+    for (let i = start; i < Math.min(inputs.length, start + size); i++) part.push(item(i));
+    items.push(...part);
+    track<unknown>(
+      part.length >= COPY_MIN_ROWS
+        ? copyRows(client, COPY_EVENTS, eventsCopy(part, principal, nowMs))
+        : client.query({ name: 'acw_notify_insert_keyless', text: INSERT_EVENTS, values: [eventsDocument(part), principal] }),
+    );
     answered.push(track(writeFanOut(client, eventRows(part, createdAt), part, ctx, { handover, marked: true })));
     // Let the connection hand PostgreSQL the next queued statement before this process builds more.
-    if (start + size < items.length) await setImmediate();
+    if (start + size < inputs.length) await setImmediate();
   }
   await Promise.allSettled(queued);
   if (failure !== undefined) throw failure.err;

@@ -67,9 +67,9 @@ async function during<T>(fn: () => Promise<T>): Promise<{ result: T; statements:
     const result = await fn();
     // On the connection that wrote the events, from its begin (or the insert) to its commit (or the
     // insert): auth, the no-worker warning and the metrics come before or after, or go on others.
-    const writer = sent.find((s) => /insert into event_log/.test(s.text))?.client;
+    const writer = sent.find((s) => /(insert into|copy) event_log/.test(s.text))?.client;
     const mine = sent.filter((s) => s.client === writer).map((s) => s.text);
-    const insert = mine.findIndex((t) => /insert into event_log/.test(t));
+    const insert = mine.findIndex((t) => /(insert into|copy) event_log/.test(t));
     const begin = mine.findIndex((t) => /^begin\b/.test(t));
     const commit = mine.findLastIndex((t) => t === 'commit');
     return { result, statements: begin >= 0 && begin < insert ? mine.slice(begin, commit + 1) : mine.slice(insert, insert + 1) };
@@ -177,15 +177,28 @@ describe('POST /v1/notify on an API-only serve', () => {
 const events = (n: number, bad = -1) =>
   Array.from({ length: n }, (_, i) => ({ topic: i === bad ? 'boom.x' : 'order.paid', data: { i, s: 'x'.repeat(i % 7) } }));
 
+/** Data with every character COPY's text format escapes, and JSON's own escapes. */
+const tricky = (i: number) => ({
+  i,
+  tab: 'a\tb',
+  slash: 'back\\slash \\N \\t',
+  lines: 'one\ntwo\r\n',
+  quoted: '"q" and \'s\' {a,b}',
+  wide: 'é 🎉 \u2028',
+  escaped: '\\u0041',
+});
+
 describe('POST /v1/notify/batch, keyless, in parts', () => {
-  it('1,000 events: at most four parts, each its events then its jobs, between one begin and one commit', async () => {
+  it('1,000 events: at most four parts, each its events then its jobs by COPY, between one begin and one commit', async () => {
     const { result: res, statements } = await during(() => post('/v1/notify/batch', { events: events(1000) }));
     expect(res.status).toBe(202);
     expect(statements.map((t) => t.split(' ').slice(0, 3).join(' '))).toEqual([
-      'begin; select floor(extract(epoch',
-      ...Array.from({ length: 4 }, () => ['insert into event_log', 'with ins as']).flat(),
+      'begin; select (extract(epoch',
+      ...Array.from({ length: 4 }, () => ['copy event_log (id,', 'copy job_queue (id,']).flat(),
       'commit',
     ]);
+    // The NOTIFY goes with each part's jobs, in the same round trip.
+    expect(statements.filter((t) => t.endsWith(`; select pg_notify('${api.svc.channels.jobs}', '')`))).toHaveLength(4);
     expect(await rowCounts(db.pool)).toMatchObject({ events: 1000, jobs: 1000 });
     // In input order, each with its own job.
     const ids = await db.pool.query<{ id: string; i: number }>(`select e.id, (e.data->>'i')::int as i from events e`);
@@ -193,6 +206,34 @@ describe('POST /v1/notify/batch, keyless, in parts', () => {
     expect(res.body.results.map((r: { event_id: string }) => r.event_id)).toEqual(Array.from({ length: 1000 }, (_, i) => byI.get(i)));
     const all = await bodies();
     expect(all.filter((b) => b.stored !== b.rebuilt)).toEqual([]);
+  });
+
+  it('COPY writes what the statements write: data of any characters, recipients, dispatched at the same now()', async () => {
+    await makeUser(db.pool, 'alice', 'viewer');
+    // 49 events go by the prepared statements, 60 by COPY; the same rows come out of both.
+    for (const n of [49, 60]) {
+      const batch = Array.from({ length: n }, (_, i) => ({
+        topic: 'order.paid',
+        data: tricky(i),
+        ...(i % 10 === 0 ? { recipients: ['alice'] } : {}),
+      }));
+      const { result: res, statements } = await during(() => post('/v1/notify/batch', { events: batch }));
+      expect(res.status).toBe(202);
+      expect(statements.find((t) => / event_log /.test(t))).toMatch(n < 50 ? /^insert into event_log/ : /^copy event_log/);
+      const rows = await db.pool.query<{ id: string; data: unknown; recipients: string[]; principal: string; same: boolean }>(
+        `select id, data, recipients, principal, dispatched_at = created_at as same from event_log where id = any($1::uuid[])`,
+        [res.body.results.map((r: { event_id: string }) => r.event_id)],
+      );
+      const byId = new Map(rows.rows.map((r) => [r.id, r]));
+      expect(res.body.results.map((r: { event_id: string }) => byId.get(r.event_id))).toEqual(
+        batch.map((e) => ({ id: expect.any(String), data: e.data, recipients: e.recipients ?? [], principal: 'billing', same: true })),
+      );
+      const all = await bodies();
+      expect(all.filter((b) => b.stored !== b.rebuilt)).toEqual([]);
+    }
+    expect(await rowCounts(db.pool)).toMatchObject({ events: 109, jobs: 109 });
+    const inbox = await db.pool.query(`select count(*)::int as n from notifications`);
+    expect(inbox.rows[0].n).toBe(5 + 6);
   });
 
   it('a small batch goes in one part', async () => {

@@ -1,3 +1,5 @@
+import pg from 'pg';
+import { COPY_MIN_ROWS, copyField, copyRows } from '../../db/copy.js';
 import type { Queryable } from '../../db/pool.js';
 import { epochMs, toLeasedJob, type InsertRow } from '../job-rows.js';
 import type { ClaimedJob, NewJob } from '../types.js';
@@ -38,9 +40,22 @@ export async function insertJobs(
   jobs: readonly NewJob[],
   channel: string,
   lease?: LeaseOptions,
-  opts: { skipExisting?: boolean } = {},
+  opts: InsertOptions = {},
 ): Promise<InsertedJobs> {
   if (jobs.length === 0) return { ids: [], leased: [] };
+  if (opts.copy && !opts.skipExisting && db instanceof pg.Client) {
+    // Many plain rows (known id, due now, not leased, no ordering key) go by COPY, the rest as below.
+    const plain = (j: NewJob): boolean => j.id !== undefined && !j.delayMs && j.orderingKey == null && !lease?.ids.has(j.id);
+    const copied = jobs.filter(plain);
+    if (copied.length >= COPY_MIN_ROWS) {
+      const rest = copied.length === jobs.length ? [] : jobs.filter((j) => !plain(j));
+      const [, others] = await allSettled([
+        copyJobs(db, copied, channel),
+        rest.length > 0 ? insertJobs(db, rest, channel, lease) : undefined,
+      ]);
+      return { ids: jobs.map((j) => j.id!), leased: others?.leased ?? [] };
+    }
+  }
   if (jobs.some((j) => j.orderingKey != null)) {
     // Keyed jobs take their place in their key's queue (transitions/ordering.ts); the rest go in as ever.
     const rest = await insertJobs(
@@ -124,6 +139,38 @@ export async function insertJobs(
     }
   }
   return { ids, leased };
+}
+
+export interface InsertOptions {
+  /** Leave jobs that exist already alone instead of failing (see insertJobs). */
+  skipExisting?: boolean;
+  /**
+   * `db` is one connection inside the caller's transaction: fifty plain jobs or more (a known id,
+   * due now, not leased, no ordering key) go in by COPY (src/db/copy.ts), with their NOTIFY after.
+   * Not with `skipExisting`, which COPY cannot do.
+   */
+  copy?: boolean;
+}
+
+/** Plain jobs (see InsertOptions.copy) by COPY, and the NOTIFY an insert statement makes, in one round trip. */
+async function copyJobs(client: pg.ClientBase, jobs: readonly NewJob[], channel: string): Promise<void> {
+  let text = '';
+  for (const j of jobs)
+    text += `${j.id}\t${copyField(j.type)}\t${copyField(JSON.stringify(j.payload ?? null))}\t${j.maxAttempts}\t${j.eventId ?? '\\N'}\t${copyField(j.endpoint)}\n`;
+  const sql = `copy job_queue (id, type, payload, max_attempts, event_id, endpoint) from stdin; select pg_notify(${pg.escapeLiteral(channel)}, '')`;
+  const rows = await copyRows(client, sql, text);
+  if (rows !== jobs.length) throw new Error(`COPY wrote ${rows} of ${jobs.length} jobs`);
+}
+
+/**
+ * Promise.all that waits for every statement queued on the connection to settle before it throws
+ * the first failure, so that the caller's rollback comes after all of them.
+ */
+async function allSettled<T extends readonly unknown[]>(ps: T): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const done = await Promise.allSettled(ps);
+  const failed = done.find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
+  return done.map((r) => (r as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
 }
 
 /** An event's statement and its jobs, written as one (insertWithJobs). */
