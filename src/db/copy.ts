@@ -5,15 +5,17 @@ import pg from 'pg';
  * many rows it wrote. `sql` may go on with statements of its own, without parameters: one simple
  * query runs them after the COPY, as psql does. PostgreSQL spends about half the CPU per row of an
  * `INSERT ... SELECT` from a JSON document on 1,000 rows, and a fifth less on 100
- * (bench/README.md#copy). Below COPY_MIN_ROWS the prepared statement is cheaper: a COPY is two
- * round trips and a statement parsed each time.
+ * (bench/README.md#copy). Below COPY_MIN_ROWS the prepared statement is cheaper: a COPY is a
+ * statement parsed and planned each time.
  *
  * Rows are in COPY's text format: fields separated by tabs, each line ending in a newline, fields
  * escaped by copyField. The text goes to the server in CopyData messages right behind the
  * statement, then CopyDone: all of it is in memory already, so there is no stream and no
- * back-pressure to wait on. Should a row fail (a unique violation, a check), the server answers an error, drops the
- * rest of the data, and the promise rejects; the connection stays usable, its transaction aborted,
- * as after any failed statement. Queued behind the client's other queries like any of them.
+ * back-pressure to wait on. Should a row fail (a unique violation, a check), the server answers an
+ * error, drops the rest of the data, and the promise rejects; the connection stays usable, its
+ * transaction aborted, as after any failed statement. Queued behind the client's other queries like
+ * any of them. Not for a client in pg's pipeline mode, which refuses query objects of its own kind
+ * (the service's pool does not use it).
  */
 export function copyRows(client: pg.ClientBase, sql: string, rows: string): Promise<number> {
   return new Promise<number>((resolve, reject) => client.query(new CopyIn(sql, rows, resolve, reject)));
@@ -95,15 +97,23 @@ class CopyIn implements pg.Submittable {
     if (m) this.rows = Number(m[1]);
   }
 
+  /**
+   * pg's `query_timeout` wraps this to clear its timer (and calls it, then handleError, when the
+   * timer fires first): called once, when the COPY is over either way.
+   */
+  callback(): void {}
+
   handleReadyForQuery(): void {
     if (this.settled) return;
     this.settled = true;
+    this.callback();
     this.resolve(this.rows);
   }
 
   handleError(err: Error): void {
     if (this.settled) return;
     this.settled = true;
+    this.callback();
     this.reject(err);
   }
 

@@ -188,15 +188,23 @@ async function writeKeyless(
   for (let start = 0; start < inputs.length; start += size) {
     // A failed statement aborts the transaction: nothing more is queued after it.
     if (failure !== undefined) break;
-    // Each part's ids and answers are made as it goes: the first part's rows go out sooner.
-    const part: Item[] = [];
-    for (let i = start; i < Math.min(inputs.length, start + size); i++) part.push(item(i));
+    // Each part's ids and answers are made as it goes: the first part's rows go out sooner. Should
+    // that throw, what is queued already settles before the error goes up, as for a statement's.
+    let part: Item[];
+    let rows: Promise<unknown>;
+    try {
+      part = [];
+      for (let i = start; i < Math.min(inputs.length, start + size); i++) part.push(item(i));
+      rows =
+        part.length >= COPY_MIN_ROWS
+          ? copyRows(client, COPY_EVENTS, eventsCopy(part, principal, nowMs))
+          : client.query({ name: 'acw_notify_insert_keyless', text: INSERT_EVENTS, values: [eventsDocument(part), principal] });
+    } catch (err) {
+      failure ??= { err };
+      break;
+    }
     items.push(...part);
-    track<unknown>(
-      part.length >= COPY_MIN_ROWS
-        ? copyRows(client, COPY_EVENTS, eventsCopy(part, principal, nowMs))
-        : client.query({ name: 'acw_notify_insert_keyless', text: INSERT_EVENTS, values: [eventsDocument(part), principal] }),
-    );
+    track(rows);
     answered.push(track(writeFanOut(client, eventRows(part, createdAt), part, ctx, { handover, marked: true })));
     // Let the connection hand PostgreSQL the next queued statement before this process builds more.
     if (start + size < inputs.length) await setImmediate();

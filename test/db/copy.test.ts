@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { copyField, copyRows, copyTextArray, timestampField } from '../../src/db/copy.js';
+import { insertJobs } from '../../src/queue/transitions.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
 let db: TestDatabase;
@@ -95,6 +96,37 @@ describe('copyRows', () => {
     const next = client.query(`select 3 as three`);
     await expect(failing).rejects.toMatchObject({ code: '42P01' });
     expect((await next).rows).toEqual([{ three: 3 }]);
+  });
+});
+
+describe('insertJobs with copy', () => {
+  it('copies the plain jobs and inserts the others, answering every id in the order given', async () => {
+    const id = (k: number) => `00000000-0000-4000-8000-${String(k).padStart(12, '0')}`;
+    const plain = Array.from({ length: 60 }, (_, k) => ({
+      id: id(k),
+      type: 't',
+      payload: { k, s: 'a\tb\\c' },
+      maxAttempts: 3,
+      endpoint: 'e',
+    }));
+    // Later, and with no id of its own: the database picks it.
+    const delayed = { type: 't', payload: { later: true }, maxAttempts: 3, delayMs: 60_000 };
+    await client.query('begin');
+    const sent: string[] = [];
+    client.on('notification', (n) => sent.push(n.channel));
+    await client.query('listen test_jobs');
+    const res = await insertJobs(client, [...plain.slice(0, 30), delayed, ...plain.slice(30)], 'test_jobs', undefined, { copy: true });
+    expect(res.ids.slice(0, 30)).toEqual(plain.slice(0, 30).map((j) => j.id));
+    expect(res.ids.slice(31)).toEqual(plain.slice(30).map((j) => j.id));
+    const rows = await client.query<{ id: string; payload: unknown; due_later: boolean }>(
+      `select id, payload, run_at > now() as due_later from job_queue order by payload->>'k' nulls last`,
+    );
+    expect(rows.rows).toHaveLength(61);
+    expect(rows.rows.at(-1)).toEqual({ id: res.ids[30], payload: { later: true }, due_later: true });
+    expect(rows.rows[0]).toEqual({ id: id(0), payload: { k: 0, s: 'a\tb\\c' }, due_later: false });
+    await client.query('commit');
+    await client.query('unlisten test_jobs; truncate job_queue');
+    expect(sent).toContain('test_jobs');
   });
 });
 

@@ -53,7 +53,9 @@ export async function insertJobs(
         copyJobs(db, copied, channel),
         rest.length > 0 ? insertJobs(db, rest, channel, lease) : undefined,
       ]);
-      return { ids: jobs.map((j) => j.id!), leased: others?.leased ?? [] };
+      // In the order given: the copied ones' ids, and the others' as their statement answered them.
+      let k = 0;
+      return { ids: jobs.map((j) => (plain(j) ? j.id! : others!.ids[k++]!)), leased: others?.leased ?? [] };
     }
   }
   if (jobs.some((j) => j.orderingKey != null)) {
