@@ -31,7 +31,6 @@ const INSERT_JOBS = `with ins as (
   from json_to_recordset($1::json) as t(id uuid, type text, payload jsonb, max_attempts int, delay int, event_id uuid, endpoint text))
 select pg_notify($2, '')`;
 
-
 const server = await startServer();
 const dbs = {};
 for (const v of VARIANTS) {
@@ -90,7 +89,9 @@ for (let r = 0; r < ROUNDS; r++) {
 }
 for (const v of VARIANTS) {
   const d = dbs[v];
-  const [{ events, jobs }] = (await d.client.query('select (select count(*)::int from event_log) as events, (select count(*)::int from job_queue) as jobs')).rows;
+  const [{ events, jobs }] = (
+    await d.client.query('select (select count(*)::int from event_log) as events, (select count(*)::int from job_queue) as jobs')
+  ).rows;
   console.log(
     JSON.stringify({
       variant: v,
