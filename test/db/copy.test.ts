@@ -99,9 +99,11 @@ describe('copyRows', () => {
   });
 });
 
+/** A job id of the test's own, one per number. */
+const id = (k: number) => `00000000-0000-4000-8000-${String(k).padStart(12, '0')}`;
+
 describe('insertJobs with copy', () => {
   it('copies the plain jobs and inserts the others, answering every id in the order given', async () => {
-    const id = (k: number) => `00000000-0000-4000-8000-${String(k).padStart(12, '0')}`;
     const plain = Array.from({ length: 60 }, (_, k) => ({
       id: id(k),
       type: 't',
