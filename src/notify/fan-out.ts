@@ -69,6 +69,12 @@ export interface FanOutOptions {
    * whole without looking at jobs: their jobs carry their body (buildBody), as before migration 0018.
    */
   withBody?: boolean;
+  /**
+   * A statement of the caller's on the same connection: the fan-out's first statement goes only once
+   * it has finished (and not at all if it fails), its jobs made meanwhile. One statement at a time
+   * on a connection, which pg 9 will require.
+   */
+  after?: Promise<unknown>;
 }
 
 /** What the fan-out of one event will write: its answer and the endpoints that get a job. */
@@ -157,6 +163,7 @@ export async function writeFanOut(
     }
     return result;
   });
+  await opts.after;
   const inserted = await insertJobs(client, jobs, ctx.jobsChannel, opts.handover?.reserve(jobs), {
     skipExisting: opts.skipExisting === true,
     copy: true,

@@ -155,11 +155,11 @@ const KEYLESS_MIN_PART = 100;
 /**
  * Events without idempotency keys meet no replay and no conflict, so every row goes in without a
  * look at what came back. The statements of each part (its events, then its jobs; by COPY from
- * fifty events on, src/db/copy.ts) are queued back to back on the connection, and the next part
- * (its ids and answers included) is prepared while PostgreSQL writes this one: the process's CPU
- * and the database's overlap instead of taking turns. At most KEYLESS_PARTS parts. The first
- * failure (in time) is thrown once every statement has settled, with nothing queued left on the
- * connection; the caller's rollback undoes the parts that went in.
+ * fifty events on, src/db/copy.ts) follow each other on the connection, each sent as the one before
+ * it finishes, and the next part (its ids, answers and rows) is prepared while PostgreSQL writes
+ * this one: the process's CPU and the database's overlap instead of taking turns. At most
+ * KEYLESS_PARTS parts. The first failure (in time) is thrown once every statement has settled,
+ * nothing being sent after it; the caller's rollback undoes the parts that went in.
  */
 async function writeKeyless(
   client: pg.ClientBase,
@@ -185,28 +185,36 @@ async function writeKeyless(
     return p;
   };
   const answered: Array<Promise<FanOutResult[]>> = [];
+  let last: Promise<unknown> = Promise.resolve();
   for (let start = 0; start < inputs.length; start += size) {
-    // A failed statement aborts the transaction: nothing more is queued after it.
+    // A failed statement aborts the transaction: nothing more is sent after it.
     if (failure !== undefined) break;
     // Each part's ids and answers are made as it goes: the first part's rows go out sooner. Should
     // that throw, what is queued already settles before the error goes up, as for a statement's.
     let part: Item[];
-    let rows: Promise<unknown>;
+    let write: () => Promise<unknown>;
     try {
       part = [];
       for (let i = start; i < Math.min(inputs.length, start + size); i++) part.push(item(i));
-      rows =
-        part.length >= COPY_MIN_ROWS
-          ? copyRows(client, COPY_EVENTS, eventsCopy(part, principal, nowMs))
-          : client.query({ name: 'acw_notify_insert_keyless', text: INSERT_EVENTS, values: [eventsDocument(part), principal] });
+      if (part.length >= COPY_MIN_ROWS) {
+        const text = eventsCopy(part, principal, nowMs);
+        write = () => copyRows(client, COPY_EVENTS, text);
+      } else {
+        const values = [eventsDocument(part), principal];
+        write = () => client.query({ name: 'acw_notify_insert_keyless', text: INSERT_EVENTS, values });
+      }
     } catch (err) {
       failure ??= { err };
       break;
     }
     items.push(...part);
-    track(rows);
-    answered.push(track(writeFanOut(client, eventRows(part, createdAt), part, ctx, { handover, marked: true })));
-    // Let the connection hand PostgreSQL the next queued statement before this process builds more.
+    // Each statement goes when the one before it has finished (pg's own queue would send it then
+    // too, but pg 9 drops that queue), and none after a failure.
+    const rows = track(last.then(write));
+    const jobs = track(writeFanOut(client, eventRows(part, createdAt), part, ctx, { handover, marked: true, after: rows }));
+    answered.push(jobs);
+    last = jobs;
+    // Let this part's statements go out before this process builds more.
     if (start + size < inputs.length) await setImmediate();
   }
   await Promise.allSettled(queued);

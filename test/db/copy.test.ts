@@ -1,5 +1,5 @@
 // COPY FROM STDIN as the batch notify and the fan-out use it (src/db/copy.ts), against real
-// PostgreSQL: rows in order, queued among other statements, a failing row that leaves the
+// PostgreSQL: rows in order between other statements, a failing row that leaves the
 // connection usable, data larger than one CopyData message, and the text format's escapes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
@@ -24,14 +24,13 @@ const line = (n: number, t: string | null, j: unknown, a: string[], ts: string |
   `${n}\t${copyField(t)}\t${copyField(JSON.stringify(j))}\t${copyTextArray(a)}\t${copyField(ts)}\n`;
 
 describe('copyRows', () => {
-  it('writes the rows in one statement among the others queued on the connection, and answers their number', async () => {
+  it('writes the rows in one statement between others on the connection, and answers their number', async () => {
     await client.query('begin');
-    const before = client.query(`insert into copied (n) values (0)`);
-    const copied = copyRows(client, 'copy copied (n, t, j, a, ts) from stdin', line(1, 'a', { x: 1 }, ['p']) + line(2, null, null, []));
-    const after = client.query<{ n: number }>(`select count(*)::int as n from copied`);
-    await before;
-    expect(await copied).toBe(2);
-    expect((await after).rows[0]!.n).toBe(3);
+    await client.query(`insert into copied (n) values (0)`);
+    expect(await copyRows(client, 'copy copied (n, t, j, a, ts) from stdin', line(1, 'a', { x: 1 }, ['p']) + line(2, null, null, []))).toBe(
+      2,
+    );
+    expect((await client.query<{ n: number }>(`select count(*)::int as n from copied`)).rows[0]!.n).toBe(3);
     await client.query('rollback');
   });
 
@@ -77,9 +76,8 @@ describe('copyRows', () => {
       'copy copied (n, t, j, a, ts) from stdin',
       line(1, 'a', 1, []) + line(1, 'b', 2, []) + line(3, 'c', 3, []),
     );
-    const queued = client.query('select 1');
     await expect(failing).rejects.toMatchObject({ code: '23505', constraint: 'copied_pkey' });
-    await expect(queued).rejects.toMatchObject({ code: '25P02' }); // in the aborted transaction
+    await expect(client.query('select 1')).rejects.toMatchObject({ code: '25P02' }); // in the aborted transaction
     await client.query('rollback');
     expect((await client.query(`select count(*)::int as n from copied`)).rows[0]).toEqual({ n: 0 });
     // A large COPY that fails on its first row while its data is still going out.
@@ -93,9 +91,8 @@ describe('copyRows', () => {
 
   it('rejects a statement that fails before the copy begins; the data sent behind it is ignored', async () => {
     const failing = copyRows(client, 'copy no_such_table (n) from stdin', '1\n2\n');
-    const next = client.query(`select 3 as three`);
     await expect(failing).rejects.toMatchObject({ code: '42P01' });
-    expect((await next).rows).toEqual([{ three: 3 }]);
+    expect((await client.query(`select 3 as three`)).rows).toEqual([{ three: 3 }]);
   });
 });
 

@@ -49,10 +49,9 @@ export async function insertJobs(
     const copied = jobs.filter(plain);
     if (copied.length >= COPY_MIN_ROWS) {
       const rest = copied.length === jobs.length ? [] : jobs.filter((j) => !plain(j));
-      const [, others] = await allSettled([
-        copyJobs(db, copied, channel),
-        rest.length > 0 ? insertJobs(db, rest, channel, lease) : undefined,
-      ]);
+      // One statement at a time on the connection: the COPY, then the others.
+      await copyJobs(db, copied, channel);
+      const others = rest.length > 0 ? await insertJobs(db, rest, channel, lease) : undefined;
       // In the order given: the copied ones' ids, and the others' as their statement answered them.
       let k = 0;
       return { ids: jobs.map((j) => (plain(j) ? j.id! : others!.ids[k++]!)), leased: others?.leased ?? [] };
@@ -162,17 +161,6 @@ async function copyJobs(client: pg.ClientBase, jobs: readonly NewJob[], channel:
   const sql = `copy job_queue (id, type, payload, max_attempts, event_id, endpoint) from stdin; select pg_notify(${pg.escapeLiteral(channel)}, '')`;
   const rows = await copyRows(client, sql, text);
   if (rows !== jobs.length) throw new Error(`COPY wrote ${rows} of ${jobs.length} jobs`);
-}
-
-/**
- * Promise.all that waits for every statement queued on the connection to settle before it throws
- * the first failure, so that the caller's rollback comes after all of them.
- */
-async function allSettled<T extends readonly unknown[]>(ps: T): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
-  const done = await Promise.allSettled(ps);
-  const failed = done.find((r) => r.status === 'rejected');
-  if (failed) throw failed.reason;
-  return done.map((r) => (r as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
 }
 
 /** An event's statement and its jobs, written as one (insertWithJobs). */
