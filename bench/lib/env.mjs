@@ -20,6 +20,8 @@ export const N = int('BENCH_JOBS', 50_000);
 /** The latency scenarios: events per run, and the gap between two. */
 export const LAT_N = int('BENCH_LATENCY_EVENTS', 2_000);
 export const LAT_GAP = Number(process.env.BENCH_LATENCY_GAP_MS ?? 10);
+/** The latency scenarios: events sent (at the same gap) before the measured ones, not counted. */
+export const LAT_WARM = int0('BENCH_LATENCY_WARMUP', 100);
 /** Rows already in the table for the backlog scenario (its templates). */
 export const BACKLOG = { completed: int('BENCH_BACKLOG_COMPLETED', 1_000_000), future: int('BENCH_BACKLOG_FUTURE', 100_000) };
 export const PROFILE = Boolean(process.env.BENCH_PROFILE);
