@@ -155,12 +155,17 @@ async function countRows(db: Queryable, name: string): Promise<number> {
   return res.rows[0]?.n ?? 0;
 }
 
-/** Make sure yesterday, today and the next DAYS_AHEAD days have their partitions (database clock). */
+/**
+ * Make sure today and the next DAYS_AHEAD days have their partitions, and yesterday in the first
+ * hour of the day (database clock): a statement begun before midnight still writes yesterday's date
+ * just after it. Past that hour a day that the purge dropped (a retention under a day) is not made
+ * again, to be dropped again at the next run.
+ */
 export async function ensureDaysAhead(db: Queryable): Promise<number> {
   const res = await db.query<{ n: number }>({
     name: 'acw_ensure_days_ahead',
     text: `select coalesce(sum(acw_make_partitions(d::date)), 0)::int as n
-      from generate_series((now() at time zone 'UTC')::date - 1, (now() at time zone 'UTC')::date + $1::int, interval '1 day') d`,
+      from generate_series(((now() - interval '1 hour') at time zone 'UTC')::date, (now() at time zone 'UTC')::date + $1::int, interval '1 day') d`,
     values: [DAYS_AHEAD],
   });
   return res.rows[0]?.n ?? 0;
