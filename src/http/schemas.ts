@@ -33,6 +33,7 @@ const intParam = (min: number, max: number) =>
   z
     .string()
     .regex(/^\d{1,6}$/, `expected an integer from ${min} to ${max}`)
+    .describe(`an integer from ${min} to ${max}`)
     .transform(Number)
     .pipe(z.number().int().min(min).max(max));
 const boolParam = z.stringbool({ truthy: ['true', '1'], falsy: ['false', '0'], error: 'expected true or false' });

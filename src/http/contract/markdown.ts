@@ -34,6 +34,12 @@ export function schemaText(s: Json): string {
   return cell(parts.join(', '));
 }
 
+/** A parameter's schema, and what its description adds (a numeric parameter's range: it arrives as text). */
+function paramText(s: Json): string {
+  const text = schemaText(s);
+  return typeof s.description === 'string' ? `${text}: ${cell(s.description)}` : text;
+}
+
 /** An object schema's members as a table (field, required, schema, description). */
 function fields(schema: Json, head = 'field'): string[] {
   const props = Object.entries((schema.properties ?? {}) as Record<string, Json>);
@@ -67,7 +73,7 @@ function operationText(method: string, path: string, op: Json): string[] {
   if (params.length > 0) {
     out.push('| parameter | in | required | schema |', '| --- | --- | --- | --- |');
     for (const p of params)
-      out.push(`| \`${String(p.name)}\` | ${String(p.in)} | ${p.required ? 'yes' : 'no'} | ${schemaText(p.schema as Json)} |`);
+      out.push(`| \`${String(p.name)}\` | ${String(p.in)} | ${p.required ? 'yes' : 'no'} | ${paramText(p.schema as Json)} |`);
     out.push('');
   }
   const body = op.requestBody as Json | undefined;
